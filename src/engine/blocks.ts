@@ -1,0 +1,113 @@
+/**
+ * The KV block pool with automatic prefix caching, modelled on vLLM v1's BlockPool/KVCacheManager:
+ * - every block has a reference count; a block whose count drops to 0 goes to the tail of a free queue
+ *   but keeps its hash, so a later request with the same prefix can reuse it ("cached free block");
+ * - allocating takes the head of the free queue (least recently freed); if that block was cached its
+ *   hash is dropped — an LRU eviction;
+ * - a request frees its blocks in reverse order, so its tail blocks are evicted before its prefix.
+ */
+export class BlockPool {
+  readonly numBlocks: number;
+  readonly refCnt: Int32Array;
+  readonly hashOf: Float64Array; // NaN when the block holds no cached full block
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
+  private head = -1;
+  private tail = -1;
+  /** Blocks with reference count 0 (free or cached-free). */
+  numFree: number;
+  /** hash -> block id of cached blocks (referenced or not). */
+  readonly cache = new Map<number, number>();
+  evictions = 0;
+
+  constructor(numBlocks: number) {
+    this.numBlocks = numBlocks;
+    this.refCnt = new Int32Array(numBlocks);
+    this.hashOf = new Float64Array(numBlocks).fill(NaN);
+    this.prev = new Int32Array(numBlocks);
+    this.next = new Int32Array(numBlocks);
+    for (let i = 0; i < numBlocks; i++) {
+      this.prev[i] = i - 1;
+      this.next[i] = i + 1 < numBlocks ? i + 1 : -1;
+    }
+    this.head = numBlocks > 0 ? 0 : -1;
+    this.tail = numBlocks - 1;
+    this.numFree = numBlocks;
+  }
+
+  private unlink(b: number): void {
+    const p = this.prev[b], n = this.next[b];
+    if (p >= 0) this.next[p] = n; else this.head = n;
+    if (n >= 0) this.prev[n] = p; else this.tail = p;
+    this.prev[b] = -1;
+    this.next[b] = -1;
+  }
+
+  private append(b: number): void {
+    this.prev[b] = this.tail;
+    this.next[b] = -1;
+    if (this.tail >= 0) this.next[this.tail] = b; else this.head = b;
+    this.tail = b;
+  }
+
+  /** Take a fresh block (evicting its cached content if any). Caller checks numFree first. */
+  allocate(): number {
+    const b = this.head;
+    if (b < 0) throw new Error('BlockPool: out of blocks');
+    this.unlink(b);
+    const h = this.hashOf[b];
+    if (h === h) {
+      // NaN check: h === h is false for NaN
+      if (this.cache.get(h) === b) this.cache.delete(h);
+      this.hashOf[b] = NaN;
+      this.evictions++;
+    }
+    this.refCnt[b] = 1;
+    this.numFree--;
+    return b;
+  }
+
+  /** Add a reference to a cached block (a prefix hit). */
+  touch(b: number): void {
+    if (this.refCnt[b] === 0) {
+      this.unlink(b);
+      this.numFree--;
+    }
+    this.refCnt[b]++;
+  }
+
+  /** Drop a reference; at zero the block joins the free queue's tail (kept cached if hashed). */
+  release(b: number): void {
+    if (--this.refCnt[b] === 0) {
+      this.append(b);
+      this.numFree++;
+    }
+  }
+
+  /** Release a request's blocks, tail first (vLLM order: the prefix is evicted last). */
+  releaseAll(blocks: number[]): void {
+    for (let i = blocks.length - 1; i >= 0; i--) this.release(blocks[i]);
+  }
+
+  /** Record that a block now holds the full block with hash `h` (first writer wins). */
+  register(b: number, h: number): void {
+    if (this.cache.has(h)) return;
+    this.cache.set(h, b);
+    this.hashOf[b] = h;
+  }
+
+  /** Number of leading hashes present in the cache, up to `maxBlocks`. */
+  lookup(hashes: Float64Array, maxBlocks: number): number {
+    const n = Math.min(hashes.length, maxBlocks);
+    let i = 0;
+    while (i < n && this.cache.has(hashes[i])) i++;
+    return i;
+  }
+
+  /** Number of cached-but-unreferenced blocks. */
+  cachedFree(): number {
+    let c = 0;
+    for (const b of this.cache.values()) if (this.refCnt[b] === 0) c++;
+    return c;
+  }
+}
