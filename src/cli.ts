@@ -1,0 +1,143 @@
+#!/usr/bin/env node
+/**
+ * The one entry point: `infergate <command> [options]`. Each command's module is loaded only when used,
+ * so `check-config` never loads uWS and `mock` never loads the gateway.
+ */
+import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+
+const HELP = `infergate — an L7 gateway for LLM model servers that routes on prefix affinity and live load
+
+Usage: infergate <command> [options]
+
+Commands:
+  serve --config FILE        run the gateway (-c FILE); prints "listening on URL" when ready
+  check-config FILE          validate a config file: "ok" and exit 0, or each problem with its line and exit 1
+  schema                     print the config file's JSON Schema
+  mock --port N --model NAME run simulated vLLM servers (see "infergate mock --help")
+  demo                       start 4 mock servers and a gateway in front of them, and print a curl to try
+  simulate --trace FILE      replay traffic in virtual time against simulated servers, per policy
+                             (see "infergate simulate --help")
+  version                    print the version
+
+Environment: LOG_LEVEL (default info; the config's logging.level wins for serve).
+`;
+
+const SERVE_HELP = `Usage: infergate serve --config FILE
+
+Runs the gateway described by FILE (YAML; see config/ for examples, "infergate schema" for every key).
+Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PORT" when ready.
+A bad config exits 1 before listening, naming each problem with its key path and line.
+SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP);
+      return command === undefined ? 1 : 0;
+    case 'version':
+    case '--version':
+      process.stdout.write(`${version()}\n`);
+      return 0;
+    case 'serve':
+      return serve(rest);
+    case 'check-config':
+      return checkConfig(rest);
+    case 'schema': {
+      const { configJsonSchema } = await import('./config/schema.js');
+      process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+      return 0;
+    }
+    case 'mock': {
+      const { mockMain } = await import('./mock/index.js');
+      return mockMain(rest);
+    }
+    case 'demo': {
+      const { demoMain } = await import('./demo.js');
+      return demoMain(rest);
+    }
+    case 'simulate': {
+      const { simulateMain } = await import('./sim/index.js');
+      return simulateMain(rest);
+    }
+    default:
+      process.stderr.write(`infergate: unknown command "${command}"\n\n${HELP}`);
+      return 2;
+  }
+}
+
+async function serve(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(SERVE_HELP);
+    return 0;
+  }
+  if (!values.config) {
+    process.stderr.write(`infergate serve: --config FILE is required\n\n${SERVE_HELP}`);
+    return 2;
+  }
+  const { loadConfigFile, ConfigError } = await import('./config/load.js');
+  let config;
+  try {
+    config = loadConfigFile(values.config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  const { runGateway } = await import('./gateway/run.js');
+  return runGateway(config);
+}
+
+async function checkConfig(args: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args,
+    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const file = values.config ?? positionals[0];
+  if (values.help || !file) {
+    process.stdout.write('Usage: infergate check-config FILE\n\nValidates FILE without starting anything: prints "ok" (exit 0) or each problem with its key path and line (exit 1).\n');
+    return values.help ? 0 : 2;
+  }
+  const { loadConfigFile, ConfigError } = await import('./config/load.js');
+  try {
+    loadConfigFile(file);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  process.stdout.write('ok\n');
+  return 0;
+}
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    const msg = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`infergate: ${msg}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,99 @@
+/**
+ * Reading a config file: YAML → zod validation, with every problem named by its key path and line.
+ * I/O is limited to reading the file; `parseConfigText` is pure and is what tests and reload use.
+ */
+import { readFileSync } from 'node:fs';
+import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
+import { configSchema, type Config } from './schema.js';
+
+export interface ConfigProblem {
+  path: string; // "pools.llama-8b.metrics.interval" ("" for the whole file)
+  line?: number; // 1-based line in the YAML file
+  message: string;
+}
+
+export type ConfigResult = { ok: true; config: Config } | { ok: false; problems: ConfigProblem[] };
+
+export class ConfigError extends Error {
+  constructor(
+    readonly file: string,
+    readonly problems: ConfigProblem[],
+  ) {
+    super(formatProblems(file, problems));
+  }
+}
+
+export function parseConfigText(text: string): ConfigResult {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    return {
+      ok: false,
+      problems: doc.errors.map((e) => ({
+        path: '',
+        line: e.linePos?.[0]?.line ?? (e.pos ? lineCounter.linePos(e.pos[0]).line : undefined),
+        message: `YAML: ${e.message.split('\n')[0]}`,
+      })),
+    };
+  }
+  const data: unknown = doc.toJS({ maxAliasCount: 100 });
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+    return { ok: false, problems: [{ path: '', line: 1, message: 'the config file must be a YAML mapping' }] };
+  }
+  const parsed = configSchema.safeParse(data);
+  if (parsed.success) return { ok: true, config: parsed.data };
+  const problems = parsed.error.issues.map((issue) => {
+    const path = issue.path.map(String);
+    // An unknown key is reported on its parent; point at the key itself.
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
+    const line = lineOf(doc, lineCounter, keys.length ? [...issue.path, keys[0]] : issue.path);
+    const shown = keys.length ? [...path, keys[0]].join('.') : path.join('.');
+    return { path: shown, line, message: issue.message };
+  });
+  return { ok: false, problems };
+}
+
+/** The line of the deepest node of `path` that exists in the document. */
+function lineOf(doc: Document, lc: LineCounter, path: PropertyKey[]): number | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const sub = path.slice(0, n);
+    // For a key we point at the key's line (its value may start on a later line).
+    const pair = n > 0 ? findPair(doc, sub) : undefined;
+    if (pair) return lc.linePos(pair).line;
+    const node = n === 0 ? doc.contents : doc.getIn(sub as unknown[], true);
+    if (isNode(node) && node.range) return lc.linePos(node.range[0]).line;
+  }
+  return undefined;
+}
+
+function findPair(doc: Document, path: PropertyKey[]): number | undefined {
+  const parent = path.length === 1 ? doc.contents : doc.getIn(path.slice(0, -1) as unknown[], true);
+  const last = path[path.length - 1];
+  if (parent && typeof parent === 'object' && 'items' in parent && Array.isArray(parent.items)) {
+    for (const item of parent.items as unknown[]) {
+      if (item && typeof item === 'object' && 'key' in item) {
+        const key = (item as { key: unknown }).key;
+        if (isNode(key) && String((key as { value?: unknown }).value) === String(last) && key.range) return key.range[0];
+      }
+    }
+  }
+  return undefined;
+}
+
+export function loadConfigFile(file: string): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}` }]);
+  }
+  const result = parseConfigText(text);
+  if (!result.ok) throw new ConfigError(file, result.problems);
+  return result.config;
+}
+
+export function formatProblems(file: string, problems: ConfigProblem[]): string {
+  return problems
+    .map((p) => `${file}${p.line !== undefined ? `:${p.line}` : ''}: ${p.path ? `${p.path}: ` : ''}${p.message}`)
+    .join('\n');
+}

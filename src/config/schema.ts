@@ -1,0 +1,248 @@
+/**
+ * The configuration file's schema: one zod definition gives the types, the validation (with the key path
+ * of each problem) and the JSON Schema that `infergate schema` prints. Keys follow
+ * shared/spec/gateway.example.yaml; unknown keys are errors, so a typo never silently means a default.
+ */
+import { z } from 'zod';
+import { parseDuration, parseSize } from './units.js';
+
+const duration = (def: string) =>
+  z
+    .union([z.string(), z.number()])
+    .default(def)
+    .transform((v, ctx) => {
+      const ms = parseDuration(v);
+      if (ms === null) {
+        ctx.addIssue({ code: 'custom', message: `not a duration: ${JSON.stringify(v)} (use e.g. "250ms", "2s", "1m")` });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .describe('a duration: "250ms", "2s", "1m", "1h" (a bare number is milliseconds)');
+
+const size = (def: string) =>
+  z
+    .union([z.string(), z.number()])
+    .default(def)
+    .transform((v, ctx) => {
+      const bytes = parseSize(v);
+      if (bytes === null) {
+        ctx.addIssue({ code: 'custom', message: `not a size: ${JSON.stringify(v)} (use e.g. "4mb", "512kb" or a number of bytes)` });
+        return z.NEVER;
+      }
+      return bytes;
+    })
+    .describe('a size: "4mb", "512kb" or a number of bytes');
+
+const port = z.number().int().min(0).max(65535);
+
+const tls = z.strictObject({ cert: z.string().min(1), key: z.string().min(1) });
+
+const listen = z.strictObject({
+  host: z.string().default('0.0.0.0'),
+  port: port.default(8080),
+  tls: tls.optional(),
+});
+
+const admin = z.strictObject({
+  host: z.string().default('127.0.0.1'),
+  port: port.default(9090),
+});
+
+const jwt = z.strictObject({
+  jwks_file: z.string().optional(),
+  jwks_url: z.string().url().optional(),
+  issuer: z.string().optional(),
+  audience: z.string().optional(),
+  algorithms: z.array(z.string()).default(['RS256', 'ES256', 'EdDSA']),
+  clock_skew: duration('30s'),
+  tenant_claim: z.string().default('sub'),
+  models_claim: z.string().default('models'),
+  priority_claim: z.string().default('priority'),
+});
+
+const auth = z.strictObject({
+  mode: z.enum(['jwt', 'none'], { message: 'auth.mode must be "jwt" or "none" (there is no default)' }),
+  allow_unauthenticated: z.boolean().default(false),
+  jwt: jwt.optional(),
+});
+
+const limits = z
+  .strictObject({
+    max_body_bytes: size('4mb'),
+    max_header_bytes: size('16kb'),
+    request_timeout: duration('10m'),
+    first_byte_timeout: duration('60s'),
+    /** Tries on another endpoint when one fails before its first response byte. */
+    retries: z.number().int().min(0).max(5).default(1),
+    /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
+    drain_timeout: duration('30s'),
+  })
+  .prefault({});
+
+const tenantLimits = z.strictObject({
+  requests_per_minute: z.number().positive().optional(),
+  tokens_per_minute: z.number().positive().optional(),
+  priority: z.enum(['critical', 'standard', 'sheddable']).optional(),
+});
+
+const tenants = z
+  .strictObject({
+    default: tenantLimits.prefault({}),
+    overrides: z.record(z.string(), tenantLimits).default({}),
+  })
+  .prefault({});
+
+const target = z.strictObject({ model: z.string().min(1), weight: z.number().min(0) });
+
+const modelRoute = z.strictObject({
+  name: z.string().min(1),
+  pool: z.string().min(1).optional(),
+  targets: z.array(target).min(1).optional(),
+  sticky: z.strictObject({ header: z.string().min(1) }).optional(),
+});
+
+export const POLICIES = ['scored', 'round_robin', 'least_request', 'random'] as const;
+export type PolicyName = (typeof POLICIES)[number];
+
+const scoring = z
+  .strictObject({
+    prefix: z.number().min(0).default(3),
+    queue: z.number().min(0).default(2),
+    kv_cache: z.number().min(0).default(2),
+    running: z.number().min(0).default(1),
+    lora: z.number().min(0).default(1),
+    /** The gateway's own accounting of work it has in flight on each endpoint. */
+    load: z.number().min(0).default(2),
+  })
+  .prefault({});
+
+const endpoint = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT, e.g. 127.0.0.1:8001');
+
+const pool = z.strictObject({
+  engine: z.enum(['vllm', 'sglang']).default('vllm'),
+  endpoints: z.array(endpoint).default([]),
+  discovery: z
+    .strictObject({ dns: z.string().min(1), port, interval: duration('5s') })
+    .optional(),
+  /** Sent upstream as `Authorization: Bearer …` (the client's own token is never forwarded). */
+  api_key: z.string().optional(),
+  metrics: z
+    .strictObject({
+      path: z.string().startsWith('/').default('/metrics'),
+      interval: duration('100ms'),
+      stale_after: duration('1s'),
+    })
+    .prefault({}),
+  policy: z.enum(POLICIES).default('scored'),
+  shadow_policy: z.enum(POLICIES).optional(),
+  scoring,
+  prefix: z
+    .strictObject({
+      block_chars: z.number().int().min(8).max(65536).default(64),
+      max_blocks: z.number().int().min(1).max(65536).default(256),
+      capacity_blocks_per_endpoint: z.number().int().min(1).default(31250),
+    })
+    .prefault({}),
+  saturation: z
+    .strictObject({
+      queue_depth: z.number().min(0).default(5),
+      kv_cache: z.number().min(0).max(1).default(0.8),
+      retry_after: z
+        .union([z.literal('auto'), z.string(), z.number()])
+        .default('auto')
+        .transform((v, ctx): 'auto' | number => {
+          if (v === 'auto') return 'auto';
+          const ms = parseDuration(v);
+          if (ms === null) {
+            ctx.addIssue({ code: 'custom', message: `retry_after must be "auto" or a duration, not ${JSON.stringify(v)}` });
+            return z.NEVER;
+          }
+          return ms;
+        }),
+    })
+    .prefault({}),
+});
+
+const logging = z
+  .strictObject({
+    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** One structured line per request (model, pool, endpoint, status, timings). */
+    access_log: z.boolean().default(true),
+  })
+  .prefault({});
+
+export const configSchema = z
+  .strictObject({
+    listen: listen.prefault({}),
+    logging,
+    debug_headers: z.boolean().default(false),
+    admin: admin.prefault({}),
+    auth,
+    limits,
+    tenants,
+    models: z.array(modelRoute).min(1, 'at least one model must be listed'),
+    pools: z.record(z.string().min(1), pool),
+  })
+  .superRefine((cfg, ctx) => {
+    if (cfg.auth.mode === 'none' && !cfg.auth.allow_unauthenticated) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auth', 'allow_unauthenticated'],
+        message: 'auth.mode "none" needs allow_unauthenticated: true (anyone who reaches the port can use every model)',
+      });
+    }
+    if (cfg.auth.mode === 'jwt') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auth', 'mode'],
+        message: 'auth.mode "jwt" is not available in this version yet; use mode: none with allow_unauthenticated: true',
+      });
+    }
+    const names = new Map<string, number>();
+    cfg.models.forEach((m, i) => {
+      if (names.has(m.name)) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'name'], message: `model "${m.name}" is listed twice` });
+      }
+      names.set(m.name, i);
+    });
+    cfg.models.forEach((m, i) => {
+      if ((m.pool === undefined) === (m.targets === undefined)) {
+        ctx.addIssue({ code: 'custom', path: ['models', i], message: `model "${m.name}" needs exactly one of "pool" or "targets"` });
+      }
+      if (m.pool !== undefined && !(m.pool in cfg.pools)) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'pool'], message: `pool "${m.pool}" is not defined under pools` });
+      }
+      if (m.sticky && !m.targets) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'sticky'], message: 'sticky applies only to a model with targets' });
+      }
+      m.targets?.forEach((t, j) => {
+        const idx = names.get(t.model);
+        if (idx === undefined) {
+          ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" is not a model listed under models` });
+        } else if (cfg.models[idx].pool === undefined) {
+          ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" must be a model with a pool, not another alias` });
+        }
+      });
+      if (m.targets && m.targets.every((t) => t.weight === 0)) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'targets'], message: 'at least one target needs a weight above 0' });
+      }
+    });
+    for (const [name, p] of Object.entries(cfg.pools)) {
+      if (p.endpoints.length === 0 && !p.discovery) {
+        ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
+      }
+    }
+  });
+
+export type Config = z.output<typeof configSchema>;
+export type PoolConfig = Config['pools'][string];
+export type ScoringWeights = PoolConfig['scoring'];
+export type ModelRoute = Config['models'][number];
+
+/** The JSON Schema of the file as a user writes it (defaults shown, units as strings). */
+export function configJsonSchema(): unknown {
+  return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' });
+}

@@ -1,0 +1,98 @@
+/**
+ * `infergate demo` (what `npm start` runs): four simulated vLLM servers and a gateway in front of them,
+ * in one process, with config/demo.yaml. Prints a curl command to paste.
+ */
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { loadConfigFile, ConfigError } from './config/load.js';
+
+export async function demoMain(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      config: { type: 'string', short: 'c' },
+      port: { type: 'string' },
+      'time-scale': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(
+      'Usage: infergate demo [--config FILE] [--port N] [--time-scale X]\n\n' +
+        'Starts one simulated vLLM server per endpoint of the config\'s first pool (default config/demo.yaml:\n' +
+        '4 servers on 127.0.0.1:8001-8004) and the gateway in front of them. Ctrl-C stops everything.\n',
+    );
+    return 0;
+  }
+  const file = values.config ?? fileURLToPath(new URL('../config/demo.yaml', import.meta.url));
+  let config;
+  try {
+    config = loadConfigFile(file);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  if (values.port) config.listen.port = Number(values.port);
+  const [poolName, pool] = Object.entries(config.pools)[0];
+  const baseModel = config.models.find((m) => m.pool === poolName)?.name ?? 'model';
+  const adapters = config.models.filter((m) => m.pool === poolName && m.name !== baseModel).map((m) => m.name);
+  const ports = pool.endpoints.map((e) => Number(e.slice(e.lastIndexOf(':') + 1)));
+  const contiguous = ports.every((p, i) => p === ports[0] + i);
+  if (!contiguous) {
+    process.stderr.write('infergate demo: the first pool\'s endpoints must be consecutive ports on one host\n');
+    return 1;
+  }
+
+  const { loadUws } = await import('./gateway/uws.js');
+  await loadUws(config.limits.max_header_bytes); // before the mock loads uWS with its defaults
+  const { startMockServers } = await import('./mock/index.js');
+  const mocks = await startMockServers({
+    port: ports[0],
+    count: ports.length,
+    host: pool.endpoints[0].slice(0, pool.endpoints[0].lastIndexOf(':')),
+    model: baseModel,
+    loras: adapters,
+    timeScale: values['time-scale'] ? Number(values['time-scale']) : 1,
+  });
+  for (const e of mocks.endpoints) process.stdout.write(`mock vLLM server on http://${e}\n`);
+
+  const { createLogger } = await import('./observability/logger.js');
+  const { Gateway } = await import('./gateway/server.js');
+  const gateway = new Gateway(config, createLogger(process.env.LOG_LEVEL ?? config.logging.level));
+  let addrs;
+  try {
+    addrs = await gateway.start();
+  } catch (err) {
+    process.stderr.write(`infergate demo: ${(err as Error).message}\n`);
+    await mocks.close();
+    return 1;
+  }
+  const body = JSON.stringify({
+    model: baseModel,
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: 32,
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'Say hello.' },
+    ],
+  });
+  process.stdout.write(
+    `listening on ${addrs.url}\nadmin listening on ${addrs.adminUrl}\n\n` +
+      `Try it (run it twice: the second answer comes from the same pod, whose cache holds the prompt):\n\n` +
+      `  curl -sN -D - ${addrs.url}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${body}'\n\n` +
+      `Then: curl -s ${addrs.adminUrl}/debug/pools   and   curl -s ${addrs.adminUrl}/metrics\n` +
+      `Auth is off in this demo (auth.mode: none); Ctrl-C stops it.\n\n`,
+  );
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  await gateway.stop(2000);
+  await mocks.close();
+  return 0;
+}

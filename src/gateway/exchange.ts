@@ -1,0 +1,480 @@
+/**
+ * One client request through the gateway: read the body within its limit, parse it once, route it,
+ * relay it to the chosen endpoint with undici's dispatch API, and stream the answer back with
+ * backpressure both ways. Retries go to another endpoint while nothing has reached the client.
+ *
+ * uWS rules kept here: `req` is read only in the constructor (synchronously, inside the route handler);
+ * onAborted is attached before the handler returns; every write after the first tick is inside
+ * `res.cork`; one onWritable per response; `res` is never touched after abort or end.
+ */
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import type { Dispatcher } from 'undici';
+import { renderPrompt } from '../routing/prompt.js';
+import type { PickResult, Ticket } from '../routing/index.js';
+import { errors, errorBody, errorEvent, statusLine, type ApiError } from './errors.js';
+import type { GatewayContext } from './context.js';
+
+export type ApiKind = 'chat' | 'completions';
+
+/** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
+const DROP_REQUEST_HEADERS = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer',
+  'transfer-encoding', 'upgrade', 'host', 'content-length', 'authorization', 'expect', 'x-request-id',
+]);
+/** Response headers not passed back: hop-by-hop ones and framing, which uWS writes itself. */
+const DROP_RESPONSE_HEADERS = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding',
+  'upgrade', 'content-length', 'date', 'x-request-id',
+]);
+
+/** Non-streamed answers up to this size are sent with a Content-Length in one write. */
+const BUFFER_LIMIT = 1 << 20;
+const RETRYABLE_STATUS = new Set([502, 503]);
+
+type Phase = 'body' | 'upstream' | 'streaming' | 'done';
+
+export class Exchange {
+  private readonly started = performance.now();
+  private readonly requestId: string;
+  private readonly fwdHeaders: Record<string, string> = {};
+  private readonly stickyValue: string | undefined;
+  private phase: Phase = 'body';
+  private clientGone = false;
+
+  // body
+  private readonly declaredLength: number;
+  private chunks: Buffer[] = [];
+  private received = 0;
+
+  // routing
+  private modelLabel = '';
+  private pool = '';
+  private forwardModel = '';
+  private upstreamBody: Buffer = Buffer.alloc(0);
+  private promptText = '';
+  private promptTokens = 0;
+  private readonly failed = new Set<string>();
+  private attempts = 0;
+  private ticket: Ticket | undefined;
+  private endpoint = '';
+
+  // response
+  private controller: Dispatcher.DispatchController | undefined;
+  private attemptId = 0;
+  private status = 0;
+  private resHeaders: Array<[string, string]> = [];
+  private headersSent = false;
+  private sse = false;
+  private buffered: Buffer[] | null = null;
+  private firstByteAt = 0;
+  private lastChunkAt = 0;
+  private paused = false;
+  private writableHooked = false;
+  private timer: NodeJS.Timeout | undefined;
+  private finalCode = 0;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly res: HttpResponse,
+    req: HttpRequest,
+    private readonly kind: ApiKind,
+  ) {
+    const stickyHeaders = ctx.stickyHeaders;
+    let requestId = '';
+    let stickyValue: string | undefined;
+    req.forEach((key, value) => {
+      if (key === 'x-request-id') requestId = value;
+      if (stickyHeaders.has(key)) stickyValue = value;
+      if (!DROP_REQUEST_HEADERS.has(key)) this.fwdHeaders[key] = value;
+    });
+    this.requestId = requestId && requestId.length <= 200 ? requestId : randomUUID();
+    this.stickyValue = stickyValue;
+    this.fwdHeaders['x-request-id'] = this.requestId;
+    const cl = req.getHeader('content-length');
+    this.declaredLength = cl === '' ? -1 : Number(cl);
+
+    res.onAborted(() => this.onClientAbort());
+    ctx.inFlight++;
+
+    if (ctx.draining) {
+      this.reject(errors.shuttingDown());
+      return;
+    }
+    if (this.declaredLength > ctx.config.limits.max_body_bytes) {
+      this.reject(errors.bodyTooLarge(ctx.config.limits.max_body_bytes), true);
+      return;
+    }
+    if (Number.isNaN(this.declaredLength)) {
+      this.reject(errors.invalidField('content-length', 'The Content-Length header is not a number.'), true);
+      return;
+    }
+    res.onData((ab, isLast) => this.onBodyChunk(ab, isLast));
+  }
+
+  // ---------------------------------------------------------------- request body
+
+  private onBodyChunk(ab: ArrayBuffer, isLast: boolean): void {
+    if (this.phase !== 'body') return;
+    const limit = this.ctx.config.limits.max_body_bytes;
+    this.received += ab.byteLength;
+    if (this.received > limit) {
+      // Answer now and close the connection: the rest of the body is never read into memory.
+      this.reject(errors.bodyTooLarge(limit), true);
+      return;
+    }
+    if (ab.byteLength > 0) this.chunks.push(Buffer.from(ab.slice(0)));
+    if (!isLast) return;
+    const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.received);
+    this.chunks = [];
+    this.route(body);
+  }
+
+  // ---------------------------------------------------------------- parse and route
+
+  private route(body: Buffer): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      this.reject(errors.invalidJson(body.length === 0 ? 'the body is empty' : (err as Error).message));
+      return;
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      this.reject(errors.notAnObject());
+      return;
+    }
+    const obj = parsed as Record<string, unknown>;
+    const model = obj.model;
+    if (typeof model !== 'string' || model.length === 0) {
+      this.reject(errors.missingModel());
+      return;
+    }
+    const invalid = this.validate(obj);
+    if (invalid) {
+      this.reject(invalid);
+      return;
+    }
+    const resolved = this.ctx.router.resolveModel(model, this.stickyValue);
+    if (!resolved) {
+      this.reject(errors.modelNotFound(model));
+      return;
+    }
+    this.modelLabel = model;
+    this.pool = resolved.pool;
+    this.forwardModel = resolved.model;
+    if (resolved.model !== model) {
+      obj.model = resolved.model;
+      this.upstreamBody = Buffer.from(JSON.stringify(obj));
+    } else {
+      this.upstreamBody = body;
+    }
+    this.promptText = renderPrompt(obj);
+    this.promptTokens = Math.ceil(this.promptText.length / 4);
+    if (!('content-type' in this.fwdHeaders)) this.fwdHeaders['content-type'] = 'application/json';
+    const apiKey = this.ctx.config.pools[this.pool]?.api_key;
+    if (apiKey) this.fwdHeaders.authorization = `Bearer ${apiKey}`;
+    this.timer = setTimeout(() => this.onRequestTimeout(), this.ctx.config.limits.request_timeout);
+    this.phase = 'upstream';
+    this.tryNext();
+  }
+
+  /** The OpenAI fields whose shape we rely on, or that any server would refuse, checked before a pod is used. */
+  private validate(obj: Record<string, unknown>): ApiError | undefined {
+    if ('stream' in obj && obj.stream !== null && typeof obj.stream !== 'boolean') {
+      return errors.invalidField('stream', 'The "stream" field must be a boolean.');
+    }
+    if (this.kind === 'chat') {
+      if (!Array.isArray(obj.messages) || obj.messages.length === 0) {
+        return errors.invalidField('messages', 'The "messages" field is required and must be a non-empty array.');
+      }
+      for (const m of obj.messages) {
+        if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
+          return errors.invalidField('messages', 'Each message must be an object with a string "role".');
+        }
+      }
+    } else {
+      const p = obj.prompt;
+      if (typeof p !== 'string' && !(Array.isArray(p) && p.length > 0)) {
+        return errors.invalidField('prompt', 'The "prompt" field is required and must be a string or a non-empty array.');
+      }
+    }
+    for (const f of ['max_tokens', 'max_completion_tokens', 'n']) {
+      const v = obj[f];
+      if (v !== undefined && v !== null && !(Number.isInteger(v) && (v as number) >= (f === 'n' ? 1 : 0))) {
+        return errors.invalidField(f, `The "${f}" field must be a non-negative integer.`);
+      }
+    }
+    return undefined;
+  }
+
+  // ---------------------------------------------------------------- upstream
+
+  private tryNext(): void {
+    const t0 = performance.now();
+    const pick: PickResult = this.ctx.router.pick(
+      this.pool,
+      { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
+      Date.now(),
+    );
+    this.ctx.metrics.pickDuration.observe({ pool: this.pool, policy: this.ctx.config.pools[this.pool].policy }, (performance.now() - t0) / 1000);
+    if (pick.kind === 'saturated') {
+      if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
+        this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, decision: 'saturated', explain: pick.explain }, 'pick');
+      }
+      this.reject(errors.saturated(this.pool, pick.retryAfterS));
+      return;
+    }
+    if (pick.kind === 'unavailable') {
+      this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
+      return;
+    }
+    if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
+      this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, endpoint: pick.endpoint, explain: pick.explain }, 'pick');
+    }
+    this.ticket = pick.ticket;
+    this.endpoint = pick.endpoint;
+    this.attempts++;
+    if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
+    this.dispatch(pick.endpoint);
+  }
+
+  private lastError: ApiError | undefined;
+
+  private dispatch(endpoint: string): void {
+    const attempt = ++this.attemptId;
+    const upstream = this.ctx.upstreams.get(endpoint);
+    const isCurrent = () => attempt === this.attemptId && this.phase !== 'done' && !this.clientGone;
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart: (controller) => {
+        if (!isCurrent()) {
+          controller.abort(new Error('superseded'));
+          return;
+        }
+        this.controller = controller;
+      },
+      onResponseStart: (controller, statusCode, headers) => {
+        if (!isCurrent()) return;
+        this.onUpstreamResponse(controller, statusCode, headers);
+      },
+      onResponseData: (controller, chunk) => {
+        if (!isCurrent()) return;
+        this.onUpstreamData(controller, chunk);
+      },
+      onResponseEnd: () => {
+        if (!isCurrent()) return;
+        this.onUpstreamEnd();
+      },
+      onResponseError: (_controller, err) => {
+        if (!isCurrent()) return;
+        this.onUpstreamError(err);
+      },
+    };
+    upstream.dispatch(
+      { origin: `http://${endpoint}`, path: this.kind === 'chat' ? '/v1/chat/completions' : '/v1/completions', method: 'POST', headers: this.fwdHeaders, body: this.upstreamBody },
+      handler,
+    );
+  }
+
+  private onUpstreamResponse(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
+    if (RETRYABLE_STATUS.has(statusCode) && this.attempts <= this.ctx.config.limits.retries) {
+      this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'status' });
+      this.lastError = statusCode === 503 ? errors.upstreamOverloaded() : errors.upstreamUnavailable();
+      this.endAttempt('error');
+      this.attemptId++; // everything the aborted attempt still reports is ignored
+      controller.abort(new Error('retrying on another endpoint'));
+      this.tryNext();
+      return;
+    }
+    this.status = statusCode;
+    this.phase = 'streaming';
+    const list: Array<[string, string]> = [];
+    let contentType = '';
+    let contentLength = -1;
+    for (const key in headers) {
+      const v = headers[key];
+      if (v === undefined) continue;
+      if (key === 'content-type') contentType = String(v);
+      if (key === 'content-length') contentLength = Number(v);
+      if (DROP_RESPONSE_HEADERS.has(key)) continue;
+      if (Array.isArray(v)) for (const one of v) list.push([key, one]);
+      else list.push([key, v]);
+    }
+    this.resHeaders = list;
+    this.sse = contentType.startsWith('text/event-stream');
+    this.buffered = !this.sse && contentLength >= 0 && contentLength <= BUFFER_LIMIT ? [] : null;
+  }
+
+  private onUpstreamData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const now = performance.now();
+    if (this.firstByteAt === 0) {
+      this.firstByteAt = now;
+      if (this.ticket) this.ctx.router.onFirstByte(this.ticket, Date.now());
+      this.ctx.metrics.ttft.observe({ model: this.modelLabel, pool: this.pool }, (now - this.started) / 1000);
+    } else if (this.sse) {
+      this.ctx.metrics.itl.observe({ model: this.modelLabel, pool: this.pool }, (now - this.lastChunkAt) / 1000);
+    }
+    this.lastChunkAt = now;
+    if (this.buffered) {
+      this.buffered.push(chunk);
+      return;
+    }
+    let ok = true;
+    this.res.cork(() => {
+      if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
+      ok = this.res.write(chunk);
+    });
+    if (!ok) {
+      // The client is slower than the model server: stop reading upstream until uWS has drained.
+      this.paused = true;
+      controller.pause();
+      if (!this.writableHooked) {
+        this.writableHooked = true;
+        this.res.onWritable(() => {
+          if (this.paused && !this.clientGone && this.phase !== 'done') {
+            this.paused = false;
+            this.controller?.resume();
+          }
+          return true;
+        });
+      }
+    }
+  }
+
+  private onUpstreamEnd(): void {
+    const body = this.buffered;
+    this.res.cork(() => {
+      if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
+      if (body) this.res.end(body.length === 1 ? body[0] : Buffer.concat(body));
+      else this.res.end();
+    });
+    this.finish(this.status, this.status < 500 ? 'ok' : 'error');
+  }
+
+  private onUpstreamError(err: Error): void {
+    const code = (err as { code?: string }).code ?? '';
+    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
+    if (this.phase === 'upstream') {
+      // Nothing reached the client yet: try another endpoint while retries last.
+      this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+      this.failed.add(this.endpoint);
+      this.endAttempt('error');
+      if (this.attempts <= this.ctx.config.limits.retries) {
+        this.tryNext();
+      } else {
+        this.fail(this.lastError);
+      }
+      return;
+    }
+    this.ctx.logger.warn({ req_id: this.requestId, pool: this.pool, endpoint: this.endpoint, err: code || err.message }, 'upstream failed mid-answer');
+    this.breakStream(timeout ? errors.upstreamTimeout() : errors.upstreamStreamBroken());
+  }
+
+  /** After the first response byte: end an SSE stream with an error event; cut anything else. */
+  private breakStream(e: ApiError): void {
+    if (!this.headersSent) {
+      this.fail(e);
+      return;
+    }
+    if (this.sse) {
+      this.res.cork(() => {
+        this.res.write(errorEvent(e));
+        this.res.end();
+      });
+      this.finish(e.status, 'error');
+    } else {
+      this.finish(e.status, 'error');
+      this.res.close(); // a truncated JSON body must not look complete
+    }
+  }
+
+  private onRequestTimeout(): void {
+    if (this.phase === 'done' || this.clientGone) return;
+    this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'timeout' });
+    this.attemptId++;
+    this.controller?.abort(new Error('request timeout'));
+    this.breakStream(errors.upstreamTimeout());
+  }
+
+  // ---------------------------------------------------------------- client side
+
+  private onClientAbort(): void {
+    this.clientGone = true;
+    if (this.phase === 'done') return;
+    // Cancel the upstream request at once, so the model server stops generating.
+    this.controller?.abort(new Error('client closed the connection'));
+    this.finish(499, 'aborted');
+  }
+
+  private writeHead(status: number, headers: Array<[string, string]>): void {
+    this.headersSent = true;
+    this.res.writeStatus(statusLine(status, 'Unknown'));
+    for (const [k, v] of headers) this.res.writeHeader(k, v);
+    this.res.writeHeader('x-request-id', this.requestId);
+    if (this.ctx.config.debug_headers && this.endpoint) this.res.writeHeader('x-infergate-endpoint', this.endpoint);
+  }
+
+  /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */
+  private reject(e: ApiError, closeConnection = false): void {
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    this.respondError(e, closeConnection);
+  }
+
+  private fail(e: ApiError): void {
+    this.respondError(e, false);
+  }
+
+  private respondError(e: ApiError, closeConnection: boolean): void {
+    if (this.clientGone || this.phase === 'done') return;
+    const body = errorBody(e);
+    const endpoint = this.endpoint;
+    this.res.cork(() => {
+      this.headersSent = true;
+      this.res.writeStatus(e.statusText);
+      this.res.writeHeader('content-type', 'application/json');
+      this.res.writeHeader('x-request-id', this.requestId);
+      if (e.retryAfterS !== undefined) this.res.writeHeader('retry-after', String(e.retryAfterS));
+      if (this.ctx.config.debug_headers && endpoint && e.status >= 500) this.res.writeHeader('x-infergate-endpoint', endpoint);
+      this.res.end(body, closeConnection);
+    });
+    this.finish(e.status, e.status >= 500 ? 'error' : 'ok');
+  }
+
+  private endAttempt(outcome: 'ok' | 'error' | 'aborted'): void {
+    if (this.ticket) {
+      this.ctx.router.onEnd(this.ticket, Date.now(), outcome);
+      this.ticket = undefined;
+    }
+  }
+
+  private finish(code: number, outcome: 'ok' | 'error' | 'aborted'): void {
+    if (this.phase === 'done') return;
+    this.phase = 'done';
+    this.finalCode = code;
+    if (this.timer) clearTimeout(this.timer);
+    this.endAttempt(outcome);
+    this.ctx.inFlight--;
+    const seconds = (performance.now() - this.started) / 1000;
+    const labels = { model: this.pool ? this.modelLabel : '', pool: this.pool, code: String(code) };
+    this.ctx.metrics.requests.inc(labels);
+    this.ctx.metrics.duration.observe(labels, seconds);
+    if (this.ctx.config.logging.access_log) {
+      this.ctx.logger.info(
+        {
+          req_id: this.requestId, model: this.modelLabel || undefined, pool: this.pool || undefined,
+          endpoint: this.endpoint || undefined, status: this.finalCode, attempts: this.attempts,
+          prompt_tokens_est: this.promptTokens || undefined,
+          ttft_ms: this.firstByteAt ? Math.round((this.firstByteAt - this.started) * 10) / 10 : undefined,
+          duration_ms: Math.round(seconds * 10000) / 10,
+        },
+        'request',
+      );
+    }
+    this.ctx.onExchangeDone();
+  }
+}

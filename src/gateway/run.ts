@@ -1,0 +1,35 @@
+/** `infergate serve`: start a gateway from a loaded config and run it until SIGTERM/SIGINT. */
+import type { Config } from '../config/schema.js';
+import { createLogger } from '../observability/logger.js';
+import { Gateway } from './server.js';
+
+export async function runGateway(config: Config): Promise<number> {
+  const logger = createLogger(process.env.LOG_LEVEL ?? config.logging.level);
+  const gateway = new Gateway(config, logger);
+  let addrs;
+  try {
+    addrs = await gateway.start();
+  } catch (err) {
+    process.stderr.write(`infergate: ${(err as Error).message}\n`);
+    await gateway.stop(0).catch(() => undefined);
+    return 1;
+  }
+  process.stdout.write(`listening on ${addrs.url}\nadmin listening on ${addrs.adminUrl}\n`);
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (sig: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal: sig }, 'shutting down');
+      gateway.stop().then(
+        () => resolve(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}

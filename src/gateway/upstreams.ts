@@ -1,0 +1,41 @@
+/** One keep-alive undici Pool per endpoint, created on first use and closed on shutdown or removal. */
+import { Pool } from 'undici';
+import type { Config } from '../config/schema.js';
+
+export class Upstreams {
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(private readonly limits: Config['limits']) {}
+
+  get(endpoint: string): Pool {
+    let pool = this.pools.get(endpoint);
+    if (!pool) {
+      pool = new Pool(`http://${endpoint}`, {
+        pipelining: 1,
+        // First byte: a long prompt's prefill must fit; then no idle limit shorter than the whole request.
+        headersTimeout: this.limits.first_byte_timeout,
+        bodyTimeout: this.limits.request_timeout,
+        keepAliveTimeout: 30_000,
+        connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout) },
+      });
+      this.pools.set(endpoint, pool);
+    }
+    return pool;
+  }
+
+  /** Close pools of endpoints no longer configured (their in-flight requests finish first). */
+  retain(endpoints: ReadonlySet<string>): void {
+    for (const [ep, pool] of this.pools) {
+      if (!endpoints.has(ep)) {
+        this.pools.delete(ep);
+        void pool.close();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(all.map((p) => p.destroy()));
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The gateway's Prometheus metrics (prom-client). One registry per gateway instance, so that tests and
+ * the demo can run several in one process. Names are part of the user contract (shared/spec/README.md).
+ */
+import client from 'prom-client';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160];
+const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5];
+const PICK_BUCKETS = [0.000001, 0.0000025, 0.000005, 0.00001, 0.00002, 0.00005, 0.0001, 0.00025, 0.001, 0.005];
+
+export interface EndpointGaugeSource {
+  /** [pool, endpoint, inFlight, metricsAgeSeconds (NaN when never scraped)] for each endpoint. */
+  endpointStates(): Array<[string, string, number, number]>;
+}
+
+export class GatewayMetrics {
+  readonly registry = new client.Registry();
+  readonly requests: client.Counter<'model' | 'pool' | 'code'>;
+  readonly ttft: client.Histogram<'model' | 'pool'>;
+  readonly itl: client.Histogram<'model' | 'pool'>;
+  readonly duration: client.Histogram<'model' | 'pool' | 'code'>;
+  readonly rejected: client.Counter<'reason' | 'pool'>;
+  readonly upstreamErrors: client.Counter<'pool' | 'kind'>;
+  readonly retries: client.Counter<'pool'>;
+  readonly pickDuration: client.Histogram<'pool' | 'policy'>;
+  readonly configReloads: client.Counter<'result'>;
+
+  constructor(source: EndpointGaugeSource, opts: { processMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.processMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'infergate_' });
+    this.requests = new client.Counter({
+      name: 'infergate_requests_total', help: 'Requests answered, by model, pool and HTTP status code.',
+      labelNames: ['model', 'pool', 'code'], registers,
+    });
+    this.ttft = new client.Histogram({
+      name: 'infergate_time_to_first_token_seconds', help: 'From request received to the first byte of the model server\'s answer body.',
+      labelNames: ['model', 'pool'], buckets: LATENCY_BUCKETS, registers,
+    });
+    this.itl = new client.Histogram({
+      name: 'infergate_inter_token_latency_seconds', help: 'Gaps between streamed chunks of an SSE answer (about one token each).',
+      labelNames: ['model', 'pool'], buckets: ITL_BUCKETS, registers,
+    });
+    this.duration = new client.Histogram({
+      name: 'infergate_request_duration_seconds', help: 'Whole request, from received to the last byte sent.',
+      labelNames: ['model', 'pool', 'code'], buckets: LATENCY_BUCKETS, registers,
+    });
+    this.rejected = new client.Counter({
+      name: 'infergate_rejected_total', help: 'Requests refused by the gateway itself, by reason.',
+      labelNames: ['reason', 'pool'], registers,
+    });
+    this.upstreamErrors = new client.Counter({
+      name: 'infergate_upstream_errors_total', help: 'Failed tries against model servers, by kind (connect, timeout, status, stream).',
+      labelNames: ['pool', 'kind'], registers,
+    });
+    this.retries = new client.Counter({
+      name: 'infergate_retries_total', help: 'Requests sent again to another endpoint after a failure before the first byte.',
+      labelNames: ['pool'], registers,
+    });
+    this.pickDuration = new client.Histogram({
+      name: 'infergate_pick_duration_seconds', help: 'Time the endpoint picker took for one decision.',
+      labelNames: ['pool', 'policy'], buckets: PICK_BUCKETS, registers,
+    });
+    this.configReloads = new client.Counter({
+      name: 'infergate_config_reloads_total', help: 'Configuration reloads, by result.',
+      labelNames: ['result'], registers,
+    });
+    new client.Gauge({
+      name: 'infergate_endpoint_in_flight', help: 'Requests the gateway has in flight on each endpoint.',
+      labelNames: ['pool', 'endpoint'], registers,
+      collect() {
+        this.reset();
+        for (const [pool, endpoint, inFlight] of source.endpointStates()) this.set({ pool, endpoint }, inFlight);
+      },
+    });
+    new client.Gauge({
+      name: 'infergate_endpoint_metrics_age_seconds', help: 'Age of the last metrics scraped from each endpoint.',
+      labelNames: ['pool', 'endpoint'], registers,
+      collect() {
+        this.reset();
+        for (const [pool, endpoint, , age] of source.endpointStates()) {
+          if (Number.isFinite(age)) this.set({ pool, endpoint }, age);
+        }
+      },
+    });
+  }
+}
