@@ -1,0 +1,164 @@
+/**
+ * `overhead` (issue #2): what a proxy costs in throughput and latency. The same fast upstream is reached
+ * directly, through nginx (1 worker) and through infergate, with the same load generator (wrk), for a
+ * small JSON answer and a 20-event SSE stream, at several connection counts. Then, with a fixed-rate
+ * open-loop client at half of nginx's saturation rate, the latency each proxy adds over direct.
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { numOpt, round, startProcess, writeResult, freePort, type Proc } from './common.js';
+import { gatewayAvailable, startGateway, type Gateway } from './gateway.js';
+import { startNginx, type Nginx } from './nginx.js';
+import { openLoop, type OpenLoopResult } from './openloop.js';
+import { topFunctions } from './profile.js';
+import { UPSTREAM_MODEL } from './upstream.js';
+import { runWrk } from './wrk.js';
+
+const MODES = ['json', 'sse'] as const;
+type Mode = (typeof MODES)[number];
+
+export function requestBody(mode: Mode): string {
+  return JSON.stringify({
+    model: UPSTREAM_MODEL,
+    messages: [{ role: 'user', content: 'Say hello in one short sentence.' }],
+    max_tokens: 20,
+    ...(mode === 'sse' ? { stream: true } : {}),
+  });
+}
+
+export interface OverheadEntry { name: string; mode: Mode; connections: number; rps: number; latency_ms: { p50: number; p99: number }; errors: number; non2xx: number }
+
+const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
+
+export async function runOverhead(opts: Map<string, string>): Promise<void> {
+  const out = opts.get('out') ?? 'bench-out';
+  const durationS = numOpt(opts, 'duration', 5);
+  const connections = (opts.get('connections') ?? '10,50,200').split(',').map(Number).filter((n) => n > 0);
+  const modes = (opts.get('modes') ?? 'json,sse').split(',') as Mode[];
+  let targets = (opts.get('targets') ?? 'direct,nginx,infergate').split(',');
+  const fixedDurationS = numOpt(opts, 'fixed-duration', 5);
+  const fixedRateMax = numOpt(opts, 'fixed-rate-max', 5000);
+  const doProfile = opts.has('profile');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'infergate-overhead-'));
+  const profDir = path.join(dir, 'prof');
+  const notes: string[] = [];
+  if (targets.includes('infergate') && !gatewayAvailable()) {
+    notes.push('infergate skipped: its CLI is not built (src/cli.ts missing)');
+    targets = targets.filter((t) => t !== 'infergate');
+  }
+  let upstream: Proc | null = null;
+  let nginx: Nginx | null = null;
+  let gw: Gateway | null = null;
+  const entries: OverheadEntry[] = [];
+  const fixed: Array<{ name: string; mode: Mode } & OpenLoopResult> = [];
+  let profile: ReturnType<typeof topFunctions> | null = null;
+  try {
+    const upPort = await freePort();
+    upstream = await startProcess(process.execPath, [CLI, 'upstream', '--port', String(upPort)], { readyPattern: /^upstream listening/, name: 'upstream' });
+    const urls: Record<string, string> = { direct: `http://127.0.0.1:${upPort}` };
+    if (targets.includes('nginx')) {
+      nginx = await startNginx(path.join(dir, 'nginx'), await freePort(), upPort);
+      urls.nginx = `http://127.0.0.1:${nginx.port}`;
+    }
+    if (targets.includes('infergate')) {
+      gw = await startGateway({
+        dir, model: UPSTREAM_MODEL, endpoints: [`127.0.0.1:${upPort}`], policy: 'round_robin',
+        nodeArgs: doProfile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+      });
+      urls.infergate = gw.url;
+    }
+    const pathName = '/v1/chat/completions';
+    // Warm-up (JIT, connection pools), not recorded.
+    for (const t of targets) for (const m of modes) await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: 10, durationS: 1, dir });
+    for (const m of modes) {
+      for (const c of connections) {
+        // Targets interleaved per cell so that drift in machine load hits all of them alike.
+        for (const t of targets) {
+          const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
+          const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
+          entries.push(e);
+          process.stderr.write(`overhead ${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}\n`);
+        }
+      }
+    }
+    // Added latency at half of nginx's saturation rate (open loop, fixed rate).
+    if (fixedDurationS > 0) {
+      for (const m of modes) {
+        const ref = entries.filter((e) => e.mode === m && e.name === (targets.includes('nginx') ? 'nginx' : 'direct'));
+        const sat = Math.max(0, ...ref.map((e) => e.rps));
+        const rate = Math.max(10, Math.min(sat / 2, fixedRateMax));
+        if (sat / 2 > fixedRateMax) notes.push(`${m}: fixed rate capped at ${fixedRateMax} req/s (half of nginx's saturation is ${round(sat / 2, 0)} req/s, more than one Node client thread sends on time here)`);
+        // Warm-up at the same rate (client JIT, pool connections), not recorded.
+        for (const t of targets) await openLoop({ origin: urls[t], path: pathName, body: requestBody(m), rate, durationS: 1 });
+        for (const t of targets) {
+          const r = await openLoop({ origin: urls[t], path: pathName, body: requestBody(m), rate, durationS: fixedDurationS });
+          fixed.push({ name: t, mode: m, ...r });
+          process.stderr.write(`fixed-rate ${m} ${t} @${r.target_rps}/s: p50 ${r.latency_ms.p50} ms p99 ${r.latency_ms.p99} ms (achieved ${r.achieved_rps}/s, client lag p99 ${r.lag.p99_ms} ms${r.lag.valid ? '' : ', INVALID'})\n`);
+        }
+      }
+    }
+  } finally {
+    if (gw) await gw.proc.stop();
+    if (nginx) await nginx.stop();
+    if (upstream) await upstream.stop();
+  }
+  if (doProfile) {
+    try {
+      const f = readdirSync(profDir).filter((n) => n.endsWith('.cpuprofile'))[0];
+      if (f) {
+        profile = topFunctions(path.join(profDir, f));
+        mkdirSync(out, { recursive: true });
+        copyFileSync(path.join(profDir, f), path.join(out, 'infergate.cpuprofile'));
+        notes.push(`profile: ${path.join(out, 'infergate.cpuprofile')} (open in Chrome DevTools or speedscope)`);
+      }
+      else notes.push('profile: no .cpuprofile written (did the gateway exit cleanly on SIGTERM?)');
+    } catch (e) {
+      notes.push(`profile: ${(e as Error).message}`);
+    }
+  }
+  // Ratios: each proxy against nginx and against direct, per mode and connection count.
+  const ratios: Array<Record<string, unknown>> = [];
+  const find = (n: string, m: Mode, c: number) => entries.find((e) => e.name === n && e.mode === m && e.connections === c);
+  for (const m of modes) for (const c of connections) {
+    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c);
+    ratios.push({ mode: m, connections: c, nginx_vs_direct: d && n ? round(n.rps / d.rps) : null, infergate_vs_nginx: n && g ? round(g.rps / n.rps) : null, infergate_vs_direct: d && g ? round(g.rps / d.rps) : null });
+  }
+  const added: Array<Record<string, unknown>> = [];
+  for (const m of modes) {
+    const d = fixed.find((f) => f.name === 'direct' && f.mode === m);
+    for (const f of fixed.filter((x) => x.mode === m && x.name !== 'direct')) {
+      added.push({ name: f.name, mode: m, rate_rps: f.target_rps, added_p50_ms: d ? round(f.latency_ms.p50 - d.latency_ms.p50) : null, added_p99_ms: d ? round(f.latency_ms.p99 - d.latency_ms.p99) : null, valid: f.lag.valid && (d?.lag.valid ?? false) });
+    }
+  }
+  const targetsMet = {
+    json: ratios.filter((r) => r.mode === 'json' && r.infergate_vs_nginx !== null).map((r) => (r.infergate_vs_nginx as number) >= 0.7),
+    sse: ratios.filter((r) => r.mode === 'sse' && r.infergate_vs_nginx !== null).map((r) => (r.infergate_vs_nginx as number) >= 1.0),
+  };
+  const file = writeResult(out, 'overhead.json', 'overhead', { duration_s: durationS, connections, modes, targets, load_generator: 'wrk 4.1, 1 thread, Lua POST', fixed_rate: { duration_s: fixedDurationS, rate_cap_rps: fixedRateMax, client: 'undici Pool open loop, latency from scheduled send' } }, {
+    entries, ratios, fixed_rate: fixed, added_latency: added,
+    targets: { json_infergate_vs_nginx_min: 0.7, sse_infergate_vs_nginx_min: 1.0, met: targetsMet },
+    ...(profile ? { profile } : {}),
+    notes,
+  }, { nginx: nginx?.version ?? null });
+  // Ratio table.
+  const lines = ['', 'mode  conns   direct rps   nginx rps   infergate rps   nginx/direct   infergate/nginx'];
+  for (const m of modes) for (const c of connections) {
+    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c);
+    const r = ratios.find((x) => x.mode === m && x.connections === c)!;
+    lines.push(`${m.padEnd(5)} ${String(c).padStart(5)} ${String(d?.rps ?? '-').padStart(12)} ${String(n?.rps ?? '-').padStart(11)} ${String(g?.rps ?? '-').padStart(15)} ${String(r.nginx_vs_direct ?? '-').padStart(14)} ${String(r.infergate_vs_nginx ?? '-').padStart(17)}`);
+  }
+  if (added.length) {
+    lines.push('', 'added latency over direct at a fixed rate (open loop):', 'mode  proxy      rate/s   +p50 ms   +p99 ms  valid');
+    for (const a of added) lines.push(`${String(a.mode).padEnd(5)} ${String(a.name).padEnd(10)} ${String(a.rate_rps).padStart(6)} ${String(a.added_p50_ms).padStart(9)} ${String(a.added_p99_ms).padStart(9)}  ${a.valid}`);
+  }
+  if (profile) {
+    lines.push('', `infergate CPU profile (${profile.total_ms} ms, idle ${profile.idle_pct}%): by area ${JSON.stringify(profile.by_area)}`);
+    for (const t of profile.top.slice(0, 15)) lines.push(`  ${String(t.self_pct).padStart(6)}%  ${t.function}  ${t.where}`);
+  }
+  for (const n of notes) lines.push(`note: ${n}`);
+  console.log(lines.join('\n'));
+  console.log(`\nwrote ${file}`);
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,88 @@
+/**
+ * A minimal, fast test upstream for the `overhead` scenario: answers `POST /v1/chat/completions` at once,
+ * with a ~1 KB chat-completion JSON, or (when the body asks for `"stream": true`) a 20-event SSE stream
+ * written in one go. Also `GET /metrics` (zeroed vLLM gauges, so a scraping gateway is content) and
+ * `GET /v1/models`. It models no GPU time: it is here so the proxy, not the upstream, is what is measured.
+ *
+ * Run as a process with the bench CLI's hidden subcommand `upstream --port N [--model NAME]`; it prints
+ * `upstream listening on http://127.0.0.1:N`.
+ */
+import uWS from 'uWebSockets.js';
+
+export const UPSTREAM_MODEL = 'bench-model';
+
+export function jsonAnswer(model: string): string {
+  // Padded to about 1 KB, like a short real completion.
+  const content = 'The quick brown fox jumps over the lazy dog. '.repeat(17).trim();
+  return JSON.stringify({
+    id: 'chatcmpl-bench-0001',
+    object: 'chat.completion',
+    created: 1700000000,
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content }, logprobs: null, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 12, completion_tokens: 200, total_tokens: 212 },
+  });
+}
+
+export function sseAnswer(model: string, events = 20): string {
+  let out = '';
+  for (let i = 0; i < events; i++) {
+    const chunk = {
+      id: 'chatcmpl-bench-0001',
+      object: 'chat.completion.chunk',
+      created: 1700000000,
+      model,
+      choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: 'tok' } : { content: ` tok${i}` }, finish_reason: i === events - 1 ? 'stop' : null }],
+    };
+    out += `data: ${JSON.stringify(chunk)}\n\n`;
+  }
+  return out + 'data: [DONE]\n\n';
+}
+
+const METRICS = [
+  '# TYPE vllm:num_requests_running gauge',
+  'vllm:num_requests_running{model_name="MODEL"} 0',
+  '# TYPE vllm:num_requests_waiting gauge',
+  'vllm:num_requests_waiting{model_name="MODEL"} 0',
+  '# TYPE vllm:kv_cache_usage_perc gauge',
+  'vllm:kv_cache_usage_perc{model_name="MODEL"} 0',
+  '',
+].join('\n');
+
+export function startUpstream(port: number, model = UPSTREAM_MODEL): Promise<void> {
+  if (typeof (uWS as unknown as { getParts?: unknown }).getParts !== 'function') {
+    throw new Error('uWebSockets.js native binary did not load (fell back to the slow ws build)');
+  }
+  const json = Buffer.from(jsonAnswer(model));
+  const sse = Buffer.from(sseAnswer(model));
+  const metrics = METRICS.replaceAll('MODEL', model);
+  const models = JSON.stringify({ object: 'list', data: [{ id: model, object: 'model', owned_by: 'bench' }] });
+  const app = uWS.App();
+  app.post('/*', (res) => {
+    let aborted = false;
+    let body = '';
+    res.onAborted(() => { aborted = true; });
+    res.onData((ab, last) => {
+      body += Buffer.from(ab).toString('latin1');
+      if (!last || aborted) return;
+      const stream = /"stream"\s*:\s*true/.test(body);
+      res.cork(() => {
+        if (stream) {
+          res.writeStatus('200 OK').writeHeader('content-type', 'text/event-stream').writeHeader('cache-control', 'no-cache');
+          res.write(sse);
+          res.end();
+        } else {
+          res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(json);
+        }
+      });
+    });
+  });
+  app.get('/metrics', (res) => { res.writeHeader('content-type', 'text/plain; version=0.0.4').end(metrics); });
+  app.get('/v1/models', (res) => { res.writeHeader('content-type', 'application/json').end(models); });
+  app.get('/health', (res) => { res.end('ok'); });
+  app.any('/*', (res) => { res.writeStatus('404 Not Found').end('not found'); });
+  return new Promise((resolve, reject) => {
+    app.listen('127.0.0.1', port, (sock) => (sock ? resolve() : reject(new Error(`upstream could not listen on ${port}`))));
+  });
+}
+
