@@ -1,0 +1,124 @@
+/**
+ * Chained block hashes of prompt text, for the prefix-affinity index.
+ *
+ * The text is cut into `blockChars`-character blocks (only whole blocks: a model server caches whole
+ * KV blocks); block i's hash covers the salt and every character of blocks 0..i, so equal hashes at depth
+ * i mean (up to 32-bit collisions) equal prefixes of (i+1)·blockChars characters.
+ *
+ * Speed: reading a 16k-char string with charCodeAt costs ~1.5 ns/char on a small VM; copying it into a
+ * scratch buffer as UTF-16 (one native memcpy/widen) and hashing 32-bit words (two chars each) in two
+ * independent multiply-xorshift lanes is ~3× faster (measured: 16k chars ≈ 9 µs p50 here vs 27 µs for a
+ * plain FNV-1a over charCodeAt). The block digest is murmur3's fmix32. Not cryptographic: a client who
+ * engineers collisions can only influence which endpoint its own requests land on.
+ */
+
+const enc = typeof Buffer !== 'undefined' ? Buffer : undefined;
+let scratch: Uint8Array = alloc(64 * 1024);
+let words = new Uint32Array(scratch.buffer, scratch.byteOffset, scratch.length >> 2);
+
+function alloc(n: number): Uint8Array {
+  // allocUnsafeSlow: an unpooled Buffer, so byteOffset is 0 and the Uint32Array view is aligned
+  return enc ? enc.allocUnsafeSlow(n) : new Uint8Array(n);
+}
+
+function ensure(bytes: number): void {
+  if (scratch.length >= bytes) return;
+  let n = scratch.length;
+  while (n < bytes) n *= 2;
+  scratch = alloc(n);
+  words = new Uint32Array(scratch.buffer, scratch.byteOffset, scratch.length >> 2);
+}
+
+/** FNV-1a of a short string (salts, sticky keys); 32-bit unsigned. */
+export function hashString(s: string, seed = 0x811c9dc5): number {
+  let h = seed | 0;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function fmix(a: number, c: number, len: number): number {
+  let x = a ^ ((c << 13) | (c >>> 19)) ^ len;
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  x ^= x >>> 16;
+  return x;
+}
+
+/**
+ * The chain of block hashes for `text`: min(maxBlocks, floor(text.length / blockChars)) entries.
+ * `salt` separates models (and LoRA adapters): the same text under two salts never shares a hash chain.
+ * Pass `out` to reuse an array (it must be long enough); the returned view has the exact length.
+ */
+export function hashPrefixBlocks(
+  text: string,
+  blockChars: number,
+  salt: string,
+  maxBlocks: number,
+  out?: Uint32Array,
+): Uint32Array {
+  const bc = Math.max(1, blockChars | 0);
+  const n = Math.max(0, Math.min(maxBlocks | 0, Math.floor(text.length / bc)));
+  const res = out && out.length >= n ? out.subarray(0, n) : new Uint32Array(n);
+  if (n === 0) return res;
+  let h = hashString(salt) | 0;
+  const len = n * bc;
+  if (enc && (bc & 1) === 0) {
+    ensure(len * 2);
+    const src = text.length > len ? text.slice(0, len) : text;
+    // the scratch buffer is little-endian UTF-16, two chars per 32-bit word on every platform Node runs on
+    (scratch as Buffer).write(src, 0, len * 2, 'utf16le');
+    const w = words;
+    const wpb = bc >> 1;
+    for (let b = 0; b < n; b++) {
+      const s = b * wpb;
+      const e = s + wpb;
+      let a = h ^ 0x9e3779b9;
+      let c = h ^ 0x85ebca6b;
+      let i = s;
+      for (; i + 1 < e; i += 2) {
+        a = Math.imul(a ^ w[i], 0xcc9e2d51);
+        c = Math.imul(c ^ w[i + 1], 0x1b873593);
+        a ^= a >>> 15;
+        c ^= c >>> 15;
+      }
+      if (i < e) {
+        a = Math.imul(a ^ w[i], 0xcc9e2d51);
+        a ^= a >>> 15;
+      }
+      h = fmix(a, c, bc);
+      res[b] = h >>> 0;
+    }
+    return res;
+  }
+  // portable path (odd block sizes, or no Buffer): same structure over pairs of char codes
+  for (let b = 0; b < n; b++) {
+    const s = b * bc;
+    const e = s + bc;
+    let a = h ^ 0x9e3779b9;
+    let c = h ^ 0x85ebca6b;
+    let i = s;
+    for (; i + 3 < e; i += 4) {
+      a = Math.imul(a ^ (text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16)), 0xcc9e2d51);
+      c = Math.imul(c ^ (text.charCodeAt(i + 2) | (text.charCodeAt(i + 3) << 16)), 0x1b873593);
+      a ^= a >>> 15;
+      c ^= c >>> 15;
+    }
+    for (; i < e; i++) {
+      a = Math.imul(a ^ text.charCodeAt(i), 0xcc9e2d51);
+      a ^= a >>> 15;
+    }
+    h = fmix(a, c, bc);
+    res[b] = h >>> 0;
+  }
+  return res;
+}

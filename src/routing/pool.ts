@@ -1,0 +1,612 @@
+/**
+ * One pool's picker: endpoint state (last signals + the gateway's own accounting), the prefix index,
+ * filters → saturation → policy (scored | round_robin | least_request | random). Pure: time and
+ * randomness come from the caller.
+ */
+import type { PolicyName, PoolConfig } from '../config/schema.js';
+import { hashPrefixBlocks } from './hash.js';
+import { PrefixIndex } from './prefix-index.js';
+import type {
+  CandidateExplain,
+  EndpointSignals,
+  Outcome,
+  PickExplain,
+  PickInput,
+  PickOptions,
+  PickResult,
+  Ticket,
+} from './types.js';
+
+/** Knobs of the scored policy that are not (yet) config keys; the simulator may tune them. */
+export interface Tuning {
+  /** TTFT cost of one running (decoding) sequence on an endpoint, in prompt-token equivalents */
+  runCostTokens: number;
+  /** added to both sides of the load factor so that tiny costs at idle do not swing decisions */
+  idleCostTokens: number;
+  /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
+  foreignPromptTokens: number;
+  /** consecutive errors that eject an endpoint */
+  ejectAfterErrors: number;
+  /** first ejection length; doubles per repeat, up to ejectMaxMs */
+  ejectBaseMs: number;
+  ejectMaxMs: number;
+  /** chars per token when only prefixBlocks (no text) are given */
+  charsPerToken: number;
+}
+
+export const DEFAULT_TUNING: Tuning = {
+  runCostTokens: 16,
+  idleCostTokens: 64,
+  foreignPromptTokens: 512,
+  ejectAfterErrors: 3,
+  ejectBaseMs: 5_000,
+  ejectMaxMs: 60_000,
+  charsPerToken: 4,
+};
+
+export interface PoolRouterOptions {
+  random?: () => number;
+  tuning?: Partial<Tuning>;
+}
+
+/** The schema's default capacity: when the config leaves it, cache_config_info may size it instead. */
+const DEFAULT_CAPACITY_BLOCKS = 31250;
+
+export class EndpointState {
+  sig: EndpointSignals | null = null;
+  sigAt = -Infinity;
+  scrapeFailures = 0;
+  lastFailAt = -Infinity;
+  /** bumps on every updateSignals; tickets dispatched in the current epoch are not in the metrics yet */
+  epoch = 0;
+  inFlight = 0;
+  /** dispatched, no first byte yet */
+  pending = 0;
+  /** uncached prompt tokens of the pending requests */
+  pendingTokens = 0;
+  decoding = 0;
+  /** pending requests dispatched since the last scrape */
+  sinceScrape = 0;
+  consecutiveErrors = 0;
+  ejections = 0;
+  ejectedUntil = -Infinity;
+  lastFirstByteAt = -Infinity;
+  /** first bytes per second (EWMA): how fast this endpoint drains its queue */
+  drainRate = 0;
+  removed = false;
+  constructor(
+    readonly id: number,
+    readonly name: string,
+  ) {}
+}
+
+class RTicket implements Ticket {
+  phase = 0; // 0 pending, 1 decoding, 2 ended
+  constructor(
+    readonly endpoint: string,
+    readonly pool: string,
+    readonly st: EndpointState,
+    readonly tokens: number,
+    readonly epoch: number,
+    readonly owner: PoolRouter | null,
+  ) {}
+}
+
+interface Cand {
+  st: EndpointState;
+  fresh: boolean;
+  waiting: number;
+  running: number;
+  kv: number; // NaN when unknown
+  saturated: boolean;
+  matched: number;
+  uncached: number;
+  cost: number;
+}
+
+export interface DebugEndpoint {
+  endpoint: string;
+  signals: EndpointSignals | null;
+  age_ms: number | null;
+  stale: boolean;
+  scrape_failures: number;
+  in_flight: number;
+  pending: number;
+  pending_prefill_tokens: number;
+  decoding: number;
+  waiting_estimate: number;
+  saturated: boolean;
+  eligible: boolean;
+  why_not?: string;
+  ejected_for_ms?: number;
+  index_blocks: number;
+  index_capacity: number;
+}
+
+export class PoolRouter {
+  cfg: PoolConfig;
+  readonly tuning: Tuning;
+  private readonly random: () => number;
+  private states: EndpointState[] = [];
+  private byName = new Map<string, EndpointState>();
+  private freeIds: number[] = [];
+  private nextId = 0;
+  readonly index: PrefixIndex;
+  private rr = 0;
+  private matchBuf = new Int32Array(64);
+  private idBuf = new Int32Array(64);
+  private chainBuf = new Uint32Array(256);
+  private adapterSet = new Set<string>();
+  private adaptersDirty = false;
+
+  constructor(
+    readonly name: string,
+    cfg: PoolConfig,
+    endpoints: readonly string[] = cfg.endpoints,
+    opts: PoolRouterOptions = {},
+  ) {
+    this.cfg = cfg;
+    this.random = opts.random ?? Math.random;
+    this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
+    this.index = new PrefixIndex({ capacityPerEndpoint: cfg.prefix.capacity_blocks_per_endpoint });
+    this.setEndpoints(endpoints);
+  }
+
+  endpoints(): string[] {
+    return this.states.map((s) => s.name);
+  }
+
+  state(endpoint: string): EndpointState | undefined {
+    return this.byName.get(endpoint);
+  }
+
+  /** Replace the endpoint list; kept endpoints keep their state, removed ones leave the index. */
+  setEndpoints(endpoints: readonly string[]): void {
+    const want = new Set(endpoints);
+    for (const st of this.states) {
+      if (!want.has(st.name)) {
+        st.removed = true;
+        this.byName.delete(st.name);
+        this.index.removeEndpoint(st.id);
+        this.freeIds.push(st.id);
+      }
+    }
+    const next: EndpointState[] = [];
+    for (const name of want) {
+      let st = this.byName.get(name);
+      if (!st) {
+        const id = this.freeIds.length ? this.freeIds.pop()! : this.nextId++;
+        st = new EndpointState(id, name);
+        this.byName.set(name, st);
+      }
+      next.push(st);
+    }
+    this.states = next;
+    if (this.nextId > this.matchBuf.length) {
+      let n = this.matchBuf.length;
+      while (n < this.nextId) n *= 2;
+      this.matchBuf = new Int32Array(n);
+    }
+    if (this.states.length > this.idBuf.length) this.idBuf = new Int32Array(this.states.length * 2);
+    this.adaptersDirty = true;
+  }
+
+  /** New or reloaded pool config (same name): weights, thresholds, prefix settings. */
+  reconfigure(cfg: PoolConfig): void {
+    const capChanged = cfg.prefix.capacity_blocks_per_endpoint !== this.cfg.prefix.capacity_blocks_per_endpoint;
+    const cut = cfg.prefix.block_chars !== this.cfg.prefix.block_chars;
+    this.cfg = cfg;
+    if (cut) for (const st of this.states) this.index.removeEndpoint(st.id); // old hashes mean nothing now
+    if (capChanged || cut) for (const st of this.states) this.applyCapacity(st);
+    this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
+  }
+
+  updateSignals(endpoint: string, s: EndpointSignals, now: number): void {
+    const st = this.byName.get(endpoint);
+    if (!st) return;
+    const prev = st.sig;
+    st.sig = s;
+    st.sigAt = now;
+    st.epoch++;
+    st.sinceScrape = 0;
+    st.scrapeFailures = 0;
+    if (!prev || prev.numGpuBlocks !== s.numGpuBlocks || prev.blockSize !== s.blockSize) this.applyCapacity(st);
+    if (
+      !prev ||
+      s.adapters !== prev.adapters ||
+      s.loraRunning.length + s.loraWaiting.length > 0 ||
+      prev.loraRunning.length + prev.loraWaiting.length > 0
+    ) {
+      this.adaptersDirty = true;
+    }
+  }
+
+  signalsFailed(endpoint: string, now: number): void {
+    const st = this.byName.get(endpoint);
+    if (!st) return;
+    st.scrapeFailures++;
+    st.lastFailAt = now;
+  }
+
+  private applyCapacity(st: EndpointState): void {
+    const p = this.cfg.prefix;
+    let cap = p.capacity_blocks_per_endpoint;
+    const s = st.sig;
+    if (cap === DEFAULT_CAPACITY_BLOCKS && s?.numGpuBlocks && s.blockSize) {
+      // the server's KV capacity in characters (≈ 4 chars per token) cut into our blocks
+      cap = Math.max(1, Math.ceil((s.numGpuBlocks * s.blockSize * this.tuning.charsPerToken) / p.block_chars));
+    }
+    this.index.setCapacity(st.id, cap);
+  }
+
+  private isAdapter(model: string): boolean {
+    if (this.adaptersDirty) {
+      this.adapterSet.clear();
+      for (const st of this.states) {
+        const s = st.sig;
+        if (!s) continue;
+        if (s.adapters) for (const a of s.adapters) this.adapterSet.add(a);
+        for (const a of s.loraRunning) this.adapterSet.add(a);
+        for (const a of s.loraWaiting) this.adapterSet.add(a);
+      }
+      this.adaptersDirty = false;
+    }
+    return this.adapterSet.has(model);
+  }
+
+  private fresh(st: EndpointState, now: number): boolean {
+    return st.sig !== null && now - st.sigAt <= this.cfg.metrics.stale_after;
+  }
+
+  /** Waiting requests on an endpoint: fresh metrics plus what we sent since, or our own accounting. */
+  private waitingEstimate(st: EndpointState, fresh: boolean): number {
+    // of our pending requests, about one is being prefilled and the rest wait
+    const own = Math.max(0, st.pending - 1);
+    if (!fresh) return own;
+    return Math.max(st.sig!.waiting + Math.max(0, st.sinceScrape - (st.sig!.waiting === 0 ? 1 : 0)), own);
+  }
+
+  pick(input: PickInput, now: number, opts: PickOptions = {}): PickResult {
+    const policy: PolicyName = opts.policy ?? this.cfg.policy;
+    const wantExplain = opts.explain === true;
+    const filtered: Array<{ endpoint: string; why: string }> | null = wantExplain ? [] : null;
+    const cfg = this.cfg;
+
+    // --- filters: excluded, ejected (unless all are), LoRA feasibility (unless none is feasible)
+    let list: EndpointState[] = [];
+    let ejected: EndpointState[] | null = null;
+    for (const st of this.states) {
+      if (input.exclude?.has(st.name)) {
+        filtered?.push({ endpoint: st.name, why: 'excluded' });
+        continue;
+      }
+      if (st.ejectedUntil > now) {
+        (ejected ??= []).push(st);
+        continue;
+      }
+      list.push(st);
+    }
+    if (list.length === 0 && ejected) list = ejected; // never fail closed on our own ejections
+    else if (ejected && filtered) for (const st of ejected) filtered.push({ endpoint: st.name, why: 'ejected' });
+    if (list.length === 0) return { kind: 'unavailable' };
+    const adapter = this.adapterSet.size > 0 || this.adaptersDirty ? this.isAdapter(input.model) : false;
+    if (adapter) {
+      const ok = list.filter((st) => !st.sig?.adapters || st.sig.adapters.includes(input.model));
+      if (ok.length > 0 && ok.length < list.length) {
+        if (filtered) for (const st of list) if (!ok.includes(st)) filtered.push({ endpoint: st.name, why: 'adapter not served' });
+        list = ok;
+      }
+    }
+
+    // --- prefix match (every policy learns the index, so switching policy keeps it warm)
+    const bc = cfg.prefix.block_chars;
+    let chain: ArrayLike<number>;
+    if (input.prefixBlocks) {
+      chain = input.prefixBlocks;
+    } else {
+      if (this.chainBuf.length < cfg.prefix.max_blocks) this.chainBuf = new Uint32Array(cfg.prefix.max_blocks);
+      chain = hashPrefixBlocks(input.promptText, bc, input.model, cfg.prefix.max_blocks, this.chainBuf);
+    }
+    const ids = this.idBuf;
+    for (let i = 0; i < list.length; i++) ids[i] = list[i].id;
+    const match = this.matchBuf;
+    this.index.match(chain, ids.subarray(0, list.length), match);
+    const totalBlocks = chain.length;
+    const promptTokens = Math.max(0, input.promptTokens);
+    const cpt =
+      !input.prefixBlocks && input.promptText.length > 0 && promptTokens > 0
+        ? input.promptText.length / promptTokens
+        : this.tuning.charsPerToken;
+
+    // --- candidates with derived load figures
+    const qd = cfg.saturation.queue_depth;
+    const kvT = cfg.saturation.kv_cache;
+    const cands: Cand[] = new Array(list.length);
+    let allSaturated = true;
+    for (let i = 0; i < list.length; i++) {
+      const st = list[i];
+      const fresh = this.fresh(st, now);
+      const waiting = this.waitingEstimate(st, fresh);
+      const running = fresh ? Math.max(st.sig!.running, st.decoding) : st.decoding;
+      const kv = fresh ? st.sig!.kvUsage : NaN;
+      const saturated = (qd > 0 && waiting >= qd) || (kvT > 0 && fresh && kv >= kvT);
+      if (!saturated) allSaturated = false;
+      const matched = match[st.id];
+      const uncached = Math.max(0, promptTokens - (matched * bc) / cpt);
+      const ownSeen = st.pending - st.sinceScrape; // our pending requests the last scrape could see
+      const foreign = fresh ? Math.max(0, st.sig!.waiting - Math.max(0, ownSeen)) : 0;
+      const cost =
+        st.pendingTokens + foreign * this.tuning.foreignPromptTokens + uncached + running * this.tuning.runCostTokens;
+      cands[i] = { st, fresh, waiting, running, kv, saturated, matched, uncached, cost };
+    }
+    if (allSaturated) {
+      const explain = wantExplain ? this.explainOf(policy, totalBlocks, cands, filtered!, null) : undefined;
+      return { kind: 'saturated', retryAfterS: this.retryAfter(cands), explain };
+    }
+
+    let chosen: Cand;
+    let explain: PickExplain | undefined;
+    switch (policy) {
+      case 'round_robin': {
+        chosen = cands[this.rr % cands.length];
+        if (!opts.dryRun) this.rr = (this.rr + 1) % 1_000_000_007;
+        break;
+      }
+      case 'random': {
+        chosen = cands[Math.min(cands.length - 1, Math.floor(this.random() * cands.length))];
+        break;
+      }
+      case 'least_request': {
+        let best: Cand[] = [];
+        let bestF = Infinity;
+        let bestM = Infinity;
+        for (const c of cands) {
+          const f = c.st.inFlight;
+          const m = c.fresh ? c.st.sig!.waiting + c.st.sig!.running : 0;
+          if (f < bestF || (f === bestF && m < bestM)) {
+            best = [c];
+            bestF = f;
+            bestM = m;
+          } else if (f === bestF && m === bestM) best.push(c);
+        }
+        chosen = best.length === 1 ? best[0] : best[Math.min(best.length - 1, Math.floor(this.random() * best.length))];
+        break;
+      }
+      default: {
+        const r = this.scored(cands, totalBlocks, adapter ? input.model : null, wantExplain);
+        chosen = r.chosen;
+        if (wantExplain) explain = this.explainOf(policy, totalBlocks, cands, filtered!, r.rows);
+      }
+    }
+    if (wantExplain && !explain) explain = this.explainOf(policy, totalBlocks, cands, filtered!, null);
+    if (explain) explain.winner = chosen.st.name;
+
+    const st = chosen.st;
+    const ticket = new RTicket(st.name, this.name, st, chosen.uncached, st.epoch, opts.dryRun ? null : this);
+    if (!opts.dryRun) {
+      ticket.phase = 0;
+      st.inFlight++;
+      st.pending++;
+      st.pendingTokens += chosen.uncached;
+      st.sinceScrape++;
+      if (totalBlocks > 0) this.index.insert(chain, st.id, now);
+    } else {
+      ticket.phase = 2;
+    }
+    return { kind: 'ok', endpoint: st.name, ticket, explain };
+  }
+
+  /**
+   * The scored policy. Each scorer gives [0,1]; `weighted` is their weighted mean. The final number is
+   * weighted × loadFactor, loadFactor = (minCost + c0) / (cost + c0), where cost estimates the prefill
+   * work ahead of this request on that endpoint, this request's own uncached tokens included. So prefix
+   * affinity (worth at most the prefix weight's share of `weighted`) can only win while the matched
+   * endpoint's estimated TTFT stays within 1/weighted-ratio of the cheapest one: load wins beyond that.
+   */
+  private scored(
+    cands: Cand[],
+    totalBlocks: number,
+    adapter: string | null,
+    wantRows: boolean,
+  ): { chosen: Cand; rows: CandidateExplain[] | null } {
+    const w = this.cfg.scoring;
+    let anyFresh = false;
+    let minWait = Infinity;
+    let minRun = Infinity;
+    let minLoad = Infinity;
+    let minCost = Infinity;
+    let kvSum = 0;
+    let kvN = 0;
+    for (const c of cands) {
+      if (c.saturated) continue;
+      if (c.fresh) {
+        anyFresh = true;
+        kvSum += 1 - c.kv;
+        kvN++;
+      }
+      if (c.waiting < minWait) minWait = c.waiting;
+      if (c.running < minRun) minRun = c.running;
+      if (c.st.inFlight < minLoad) minLoad = c.st.inFlight;
+      if (c.cost < minCost) minCost = c.cost;
+    }
+    const kvNeutral = kvN > 0 ? kvSum / kvN : 0.5;
+    const wPrefix = totalBlocks > 0 ? w.prefix : 0;
+    const wKv = anyFresh ? w.kv_cache : 0;
+    const wLora = adapter !== null ? w.lora : 0;
+    const wSum = wPrefix + w.queue + w.running + wKv + wLora + w.load;
+    const c0 = this.tuning.idleCostTokens;
+    let best = -Infinity;
+    let ties: Cand[] = [];
+    const rows: CandidateExplain[] | null = wantRows ? [] : null;
+    for (const c of cands) {
+      if (c.saturated) continue;
+      const sPrefix = totalBlocks > 0 ? c.matched / totalBlocks : 0;
+      const sQueue = (minWait + 1) / (c.waiting + 1);
+      const sRun = (minRun + 1) / (c.running + 1);
+      const sKv = c.fresh ? Math.max(0, Math.min(1, 1 - c.kv)) : kvNeutral;
+      const sLora = adapter !== null ? this.loraScore(c, adapter) : 0;
+      const sLoad = (minLoad + 1) / (c.st.inFlight + 1);
+      const weighted =
+        wSum > 0
+          ? (wPrefix * sPrefix + w.queue * sQueue + w.running * sRun + wKv * sKv + wLora * sLora + w.load * sLoad) / wSum
+          : 1;
+      const loadFactor = (minCost + c0) / (c.cost + c0);
+      const total = weighted * loadFactor;
+      if (rows) {
+        const scores: Record<string, number> = { queue: sQueue, running: sRun, load: sLoad };
+        if (wPrefix > 0) scores.prefix = sPrefix;
+        if (wKv > 0) scores.kv_cache = sKv;
+        if (wLora > 0) scores.lora = sLora;
+        rows.push({
+          endpoint: c.st.name,
+          scores,
+          weighted,
+          cost: c.cost,
+          loadFactor,
+          total,
+          matchedBlocks: c.matched,
+          stale: !c.fresh,
+        });
+      }
+      if (total > best + 1e-12) {
+        best = total;
+        ties = [c];
+      } else if (total >= best - 1e-12) ties.push(c);
+    }
+    const chosen = ties.length === 1 ? ties[0] : ties[Math.min(ties.length - 1, Math.floor(this.random() * ties.length))];
+    return { chosen, rows };
+  }
+
+  private loraScore(c: Cand, adapter: string): number {
+    const s = c.st.sig;
+    if (!s) return 0.5; // unknown
+    if (s.loraRunning.includes(adapter)) return 1;
+    if (s.maxLoras <= 0 || s.loraRunning.length < s.maxLoras) return 0.8;
+    if (s.loraWaiting.includes(adapter)) return 0.6;
+    return 0;
+  }
+
+  /** Seconds until the least-saturated endpoint has likely drained below the thresholds. */
+  private retryAfter(cands: Cand[]): number {
+    const ra = this.cfg.saturation.retry_after;
+    if (ra !== 'auto') return Math.max(1, Math.ceil(ra / 1000));
+    const qd = this.cfg.saturation.queue_depth;
+    let best = Infinity;
+    for (const c of cands) {
+      const excess = qd > 0 ? Math.max(0, c.waiting - qd + 1) : 0;
+      // no drain measurement yet: assume one request per second
+      const rate = c.st.drainRate > 0 ? c.st.drainRate : 1;
+      const t = excess > 0 ? excess / rate : 1; // kv-saturated only: a second, then look again
+      if (t < best) best = t;
+    }
+    if (!Number.isFinite(best)) best = 1;
+    return Math.max(1, Math.min(60, Math.ceil(best)));
+  }
+
+  private explainOf(
+    policy: PolicyName,
+    totalBlocks: number,
+    cands: Cand[],
+    filtered: Array<{ endpoint: string; why: string }>,
+    rows: CandidateExplain[] | null,
+  ): PickExplain {
+    const out: PickExplain = { policy, pool: this.name, totalBlocks, candidates: [], filtered };
+    if (rows) out.candidates = rows;
+    else {
+      for (const c of cands) {
+        out.candidates.push({
+          endpoint: c.st.name,
+          scores: { prefix: totalBlocks > 0 ? c.matched / totalBlocks : 0 },
+          weighted: 0,
+          cost: c.cost,
+          loadFactor: 0,
+          total: 0,
+          matchedBlocks: c.matched,
+          stale: !c.fresh,
+        });
+      }
+    }
+    for (const c of cands) if (c.saturated) filtered.push({ endpoint: c.st.name, why: 'saturated' });
+    return out;
+  }
+
+  onFirstByte(t: Ticket, now: number): void {
+    const tk = t as RTicket;
+    if (!(tk instanceof RTicket) || tk.phase !== 0) return;
+    const st = tk.st;
+    st.pending--;
+    st.pendingTokens -= tk.tokens;
+    if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);
+    if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
+    st.decoding++;
+    tk.phase = 1;
+    if (st.lastFirstByteAt > -Infinity) {
+      const dt = Math.max(1, now - st.lastFirstByteAt);
+      const inst = 1000 / dt;
+      st.drainRate = st.drainRate > 0 ? 0.8 * st.drainRate + 0.2 * inst : inst;
+    }
+    st.lastFirstByteAt = now;
+  }
+
+  onEnd(t: Ticket, now: number, outcome: Outcome): void {
+    const tk = t as RTicket;
+    if (!(tk instanceof RTicket) || tk.phase === 2) return;
+    const st = tk.st;
+    if (tk.phase === 0) {
+      st.pending--;
+      st.pendingTokens = Math.max(0, st.pendingTokens - tk.tokens);
+      if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
+    } else {
+      st.decoding--;
+    }
+    st.inFlight--;
+    tk.phase = 2;
+    if (outcome === 'error') {
+      st.consecutiveErrors++;
+      if (st.consecutiveErrors >= this.tuning.ejectAfterErrors) {
+        const ms = Math.min(this.tuning.ejectMaxMs, this.tuning.ejectBaseMs * 2 ** st.ejections);
+        st.ejections++;
+        st.ejectedUntil = now + ms;
+        st.consecutiveErrors = 0;
+      }
+    } else if (outcome === 'ok') {
+      st.consecutiveErrors = 0;
+      if (st.ejectedUntil <= now) st.ejections = 0;
+    }
+  }
+
+  debug(now: number): { policy: PolicyName; index: ReturnType<PrefixIndex['stats']>; endpoints: DebugEndpoint[] } {
+    const qd = this.cfg.saturation.queue_depth;
+    const kvT = this.cfg.saturation.kv_cache;
+    return {
+      policy: this.cfg.policy,
+      index: this.index.stats(),
+      endpoints: this.states.map((st) => {
+        const fresh = this.fresh(st, now);
+        const waiting = this.waitingEstimate(st, fresh);
+        const saturated = (qd > 0 && waiting >= qd) || (kvT > 0 && fresh && st.sig!.kvUsage >= kvT);
+        const ejected = st.ejectedUntil > now;
+        const why = ejected ? 'ejected after errors' : saturated ? 'saturated' : undefined;
+        const d: DebugEndpoint = {
+          endpoint: st.name,
+          signals: st.sig,
+          age_ms: st.sig ? now - st.sigAt : null,
+          stale: !fresh,
+          scrape_failures: st.scrapeFailures,
+          in_flight: st.inFlight,
+          pending: st.pending,
+          pending_prefill_tokens: Math.round(st.pendingTokens),
+          decoding: st.decoding,
+          waiting_estimate: waiting,
+          saturated,
+          eligible: why === undefined,
+          index_blocks: this.index.blocksOf(st.id),
+          index_capacity: this.index.capacity(st.id),
+        };
+        if (why) d.why_not = why;
+        if (ejected) d.ejected_for_ms = st.ejectedUntil - now;
+        return d;
+      }),
+    };
+  }
+}

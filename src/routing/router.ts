@@ -1,0 +1,189 @@
+/**
+ * The router: model names → pools (aliases with weighted, optionally sticky targets) and one PoolRouter
+ * per pool. Pure: no I/O, no clock, no Math.random unless none is passed in.
+ */
+import { configSchema, type Config, type PolicyName, type PoolConfig } from '../config/schema.js';
+import { hashString } from './hash.js';
+import { PoolRouter, type PoolRouterOptions } from './pool.js';
+import type { EndpointSignals, Outcome, PickInput, PickOptions, PickResult, Ticket } from './types.js';
+
+export type RouterOptions = PoolRouterOptions;
+
+interface Target {
+  model: string;
+  pool: string;
+  weight: number;
+}
+
+interface Route {
+  pool?: string;
+  targets?: Target[];
+  totalWeight: number;
+}
+
+export class Router {
+  private readonly opts: RouterOptions;
+  private readonly random: () => number;
+  private routes = new Map<string, Route>();
+  private poolMap = new Map<string, PoolRouter>();
+
+  constructor(cfg: Config, opts: RouterOptions = {}) {
+    this.opts = opts;
+    this.random = opts.random ?? Math.random;
+    this.reconfigure(cfg);
+  }
+
+  /**
+   * A router over one pool built from its config alone (simulator, benchmarks). `poolCfg` may be partial:
+   * missing keys take the schema's defaults. No model routes: call pick(name, …) directly.
+   */
+  static fromPool(
+    name: string,
+    poolCfg: Partial<PoolConfig> | Record<string, unknown>,
+    endpoints: readonly string[],
+    opts: RouterOptions = {},
+  ): Router {
+    const cfg = poolConfig({ ...poolCfg, endpoints: [...endpoints] });
+    const r = new Router(
+      {
+        ...minimalConfig(),
+        models: [],
+        pools: { [name]: cfg },
+      } as unknown as Config,
+      opts,
+    );
+    return r;
+  }
+
+  /** Apply a new (validated) config: pools are kept by name with their state and index; routes replaced. */
+  reconfigure(cfg: Config): void {
+    const pools = new Map<string, PoolRouter>();
+    for (const [name, pc] of Object.entries(cfg.pools)) {
+      const old = this.poolMap.get(name);
+      if (old && old.cfg.engine === pc.engine) {
+        old.reconfigure(pc);
+        pools.set(name, old);
+      } else {
+        pools.set(name, new PoolRouter(name, pc, pc.endpoints, this.opts));
+      }
+    }
+    this.poolMap = pools;
+    const byName = new Map(cfg.models.map((m) => [m.name, m]));
+    const routes = new Map<string, Route>();
+    for (const m of cfg.models) {
+      if (m.pool !== undefined) {
+        routes.set(m.name, { pool: m.pool, totalWeight: 0 });
+      } else if (m.targets) {
+        const targets: Target[] = [];
+        let total = 0;
+        for (const t of m.targets) {
+          const pool = byName.get(t.model)?.pool;
+          if (pool === undefined || t.weight <= 0) continue;
+          targets.push({ model: t.model, pool, weight: t.weight });
+          total += t.weight;
+        }
+        if (targets.length) routes.set(m.name, { targets, totalWeight: total });
+      }
+    }
+    this.routes = routes;
+  }
+
+  /**
+   * Client model name → pool and the model name to forward. Aliases pick a target by weight: with a
+   * sticky key by its hash (the same key always gets the same target), else at random.
+   */
+  resolveModel(name: string, stickyKey?: string): { pool: string; model: string } | null {
+    const r = this.routes.get(name);
+    if (!r) return null;
+    if (r.pool !== undefined) return this.poolMap.has(r.pool) ? { pool: r.pool, model: name } : null;
+    const targets = r.targets!;
+    const u = stickyKey !== undefined && stickyKey !== '' ? hashString(stickyKey) / 4294967296 : this.random();
+    let x = u * r.totalWeight;
+    for (const t of targets) {
+      x -= t.weight;
+      if (x < 0) return { pool: t.pool, model: t.model };
+    }
+    const last = targets[targets.length - 1];
+    return { pool: last.pool, model: last.model };
+  }
+
+  models(): string[] {
+    return [...this.routes.keys()];
+  }
+
+  pools(): string[] {
+    return [...this.poolMap.keys()];
+  }
+
+  endpoints(pool: string): string[] {
+    return this.poolMap.get(pool)?.endpoints() ?? [];
+  }
+
+  /** The pool's picker itself (simulator, benchmarks, tests). */
+  pool(name: string): PoolRouter | undefined {
+    return this.poolMap.get(name);
+  }
+
+  pick(pool: string, input: PickInput, now: number, opts?: PickOptions & { policy?: PolicyName }): PickResult {
+    const p = this.poolMap.get(pool);
+    if (!p) return { kind: 'unavailable' };
+    return p.pick(input, now, opts);
+  }
+
+  onFirstByte(t: Ticket, now: number): void {
+    (t as { owner?: PoolRouter | null }).owner?.onFirstByte(t, now);
+  }
+
+  onEnd(t: Ticket, now: number, outcome: Outcome): void {
+    (t as { owner?: PoolRouter | null }).owner?.onEnd(t, now, outcome);
+  }
+
+  /** Signals for an endpoint (host:port); applied in every pool that lists it. */
+  updateSignals(endpoint: string, s: EndpointSignals, now: number): void {
+    for (const p of this.poolMap.values()) p.updateSignals(endpoint, s, now);
+  }
+
+  signalsFailed(endpoint: string, now: number): void {
+    for (const p of this.poolMap.values()) p.signalsFailed(endpoint, now);
+  }
+
+  setEndpoints(pool: string, endpoints: string[]): void {
+    this.poolMap.get(pool)?.setEndpoints(endpoints);
+  }
+
+  indexStats(pool?: string): { blocks: number; approxBytes: number } {
+    let blocks = 0;
+    let approxBytes = 0;
+    for (const [name, p] of this.poolMap) {
+      if (pool !== undefined && name !== pool) continue;
+      const s = p.index.stats();
+      blocks += s.blocks;
+      approxBytes += s.approxBytes;
+    }
+    return { blocks, approxBytes };
+  }
+
+  debugPools(now: number): unknown {
+    const out: Record<string, unknown> = {};
+    for (const [name, p] of this.poolMap) out[name] = p.debug(now);
+    return out;
+  }
+}
+
+function minimalConfig(): Record<string, unknown> {
+  return { auth: { mode: 'none', allow_unauthenticated: true } };
+}
+
+/** A full PoolConfig from a partial one, with the schema's defaults (durations may be strings or ms). */
+export function poolConfig(partial: Partial<PoolConfig> | Record<string, unknown> = {}): PoolConfig {
+  const endpoints = (partial as { endpoints?: string[] }).endpoints;
+  const raw = {
+    ...minimalConfig(),
+    models: [{ name: '_', pool: '_' }],
+    pools: { _: { ...partial, endpoints: ['127.0.0.1:1'], discovery: undefined } },
+  };
+  const res = configSchema.safeParse(raw);
+  if (!res.success) throw new Error(`invalid pool config: ${res.error.message}`);
+  const pc = res.data.pools._;
+  return { ...pc, endpoints: endpoints ?? [], discovery: (partial as PoolConfig).discovery };
+}

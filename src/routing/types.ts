@@ -1,0 +1,88 @@
+/**
+ * The routing API's types, shared by the gateway, the simulator and the scraper. Pure declarations.
+ */
+import type { PolicyName } from '../config/schema.js';
+
+/** One endpoint's scraped metrics, engine-independent (see src/signals/engines.ts for the name maps). */
+export interface EndpointSignals {
+  waiting: number;
+  running: number;
+  /** 0..1 */
+  kvUsage: number;
+  loraRunning: string[];
+  loraWaiting: string[];
+  maxLoras: number;
+  /** tokens per KV block (vllm:cache_config_info block_size) */
+  blockSize?: number;
+  /** KV blocks on the GPU (vllm:cache_config_info num_gpu_blocks) */
+  numGpuBlocks?: number;
+  /** LoRA adapter names the endpoint serves (from /v1/models `parent`), if known */
+  adapters?: string[];
+}
+
+export interface PickInput {
+  /** the model name to forward (after alias resolution); salts the prefix hashes */
+  model: string;
+  /** renderPrompt(body) — the router cuts and hashes it itself */
+  promptText: string;
+  /** estimate of the prompt's tokens (chars/4) */
+  promptTokens: number;
+  /** endpoints not to use (already failed for this request) */
+  exclude?: ReadonlySet<string>;
+  /**
+   * Precomputed block-hash chain (from hashPrefixBlocks with this pool's block_chars, salt = model,
+   * max_blocks); when given, promptText is not read.
+   */
+  prefixBlocks?: ArrayLike<number>;
+}
+
+export interface PickOptions {
+  /** use this policy instead of the pool's configured one (simulator, benchmarks, shadow scoring) */
+  policy?: PolicyName;
+  /**
+   * true: decide and explain only — no accounting, no index learning, no round-robin advance; the
+   * returned ticket must not be passed to onFirstByte/onEnd (they ignore it). For shadow_policy.
+   */
+  dryRun?: boolean;
+  /** true: fill PickResult.explain (costs a few µs; the gateway asks for it at debug level) */
+  explain?: boolean;
+}
+
+/** A dispatched request's handle; pass it back to onFirstByte/onEnd. */
+export interface Ticket {
+  readonly endpoint: string;
+  readonly pool: string;
+}
+
+export interface CandidateExplain {
+  endpoint: string;
+  /** each scorer's value in [0,1] (absent: scorer not applied) */
+  scores: Record<string, number>;
+  /** weighted mean of the scores */
+  weighted: number;
+  /** estimated time-to-first-token cost, in prompt tokens of prefill work ahead of and including this request */
+  cost: number;
+  /** (min cost + c0) / (cost + c0), in (0,1] */
+  loadFactor: number;
+  /** weighted × loadFactor: the number that is maximised */
+  total: number;
+  matchedBlocks: number;
+  stale: boolean;
+}
+
+export interface PickExplain {
+  policy: PolicyName;
+  pool: string;
+  totalBlocks: number;
+  candidates: CandidateExplain[];
+  /** endpoints left out, and why */
+  filtered: Array<{ endpoint: string; why: string }>;
+  winner?: string;
+}
+
+export type PickResult =
+  | { kind: 'ok'; endpoint: string; ticket: Ticket; explain?: PickExplain }
+  | { kind: 'saturated'; retryAfterS: number; explain?: PickExplain }
+  | { kind: 'unavailable' };
+
+export type Outcome = 'ok' | 'error' | 'aborted';

@@ -1,0 +1,94 @@
+import t from 'tap';
+import { Router, hashPrefixBlocks, poolConfig } from '../../src/routing/index.js';
+import { configSchema } from '../../src/config/schema.js';
+
+const sig = (o: Partial<{ waiting: number; running: number; kvUsage: number }> = {}) => ({
+  waiting: 0, running: 0, kvUsage: 0, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
+});
+
+function seq(seed = 1) {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+}
+
+t.test('hashPrefixBlocks: whole blocks, chained, salted', async (t) => {
+  const a = hashPrefixBlocks('a'.repeat(200), 64, 'm1', 256);
+  t.equal(a.length, 3);
+  const b = hashPrefixBlocks('a'.repeat(150) + 'zz', 64, 'm1', 256);
+  t.equal(b[0], a[0]);
+  t.equal(b[1], a[1]);
+  t.not(b[2], a[2], 'differs in block 3');
+  const c = hashPrefixBlocks('a'.repeat(200), 64, 'm2', 256);
+  t.not(c[0], a[0], 'salt separates');
+  t.equal(hashPrefixBlocks('a'.repeat(200), 64, 'm1', 2).length, 2);
+  const odd = hashPrefixBlocks('abc'.repeat(30), 9, 's', 100);
+  t.equal(odd.length, 10);
+  // changing one char in block 0 changes every later hash
+  const d = hashPrefixBlocks('b' + 'a'.repeat(199), 64, 'm1', 256);
+  for (let i = 0; i < 3; i++) t.not(d[i], a[i]);
+});
+
+t.test('resolveModel: pools, aliases, sticky', async (t) => {
+  const cfg = configSchema.parse({
+    auth: { mode: 'none', allow_unauthenticated: true },
+    models: [
+      { name: 'base', pool: 'p' },
+      { name: 'lora', pool: 'p' },
+      { name: 'chat', targets: [{ model: 'base', weight: 90 }, { model: 'lora', weight: 10 }] },
+    ],
+    pools: { p: { endpoints: ['127.0.0.1:1', '127.0.0.1:2'] } },
+  });
+  const r = new Router(cfg, { random: seq(3) });
+  t.same(r.resolveModel('base'), { pool: 'p', model: 'base' });
+  t.equal(r.resolveModel('nope'), null);
+  t.same(r.models().sort(), ['base', 'chat', 'lora']);
+  t.same(r.pools(), ['p']);
+  t.same(r.endpoints('p'), ['127.0.0.1:1', '127.0.0.1:2']);
+  const counts: Record<string, number> = { base: 0, lora: 0 };
+  for (let i = 0; i < 2000; i++) counts[r.resolveModel('chat')!.model]++;
+  t.ok(counts.lora > 120 && counts.lora < 300, `about 10% lora: ${counts.lora}`);
+  const first = r.resolveModel('chat', 'session-42')!.model;
+  for (let i = 0; i < 20; i++) t.equal(r.resolveModel('chat', 'session-42')!.model, first);
+});
+
+t.test('baseline policies', async (t) => {
+  const r = Router.fromPool('p', {}, ['a:1', 'b:1', 'c:1'], { random: seq(5) });
+  const input = { model: 'm', promptText: 'hello', promptTokens: 2 };
+  const got = [];
+  for (let i = 0; i < 6; i++) {
+    const res = r.pick('p', input, 0, { policy: 'round_robin' });
+    t.equal(res.kind, 'ok');
+    if (res.kind === 'ok') {
+      got.push(res.endpoint);
+      r.onEnd(res.ticket, 1, 'ok');
+    }
+  }
+  t.same(got, ['a:1', 'b:1', 'c:1', 'a:1', 'b:1', 'c:1']);
+  // least_request spreads by our own in-flight count
+  const held = [];
+  const seen = new Set<string>();
+  for (let i = 0; i < 3; i++) {
+    const res = r.pick('p', input, 0, { policy: 'least_request' });
+    if (res.kind === 'ok') {
+      seen.add(res.endpoint);
+      held.push(res.ticket);
+    }
+  }
+  t.equal(seen.size, 3);
+  for (const h of held) {
+    r.onFirstByte(h, 1);
+    r.onEnd(h, 2, 'ok');
+    r.onEnd(h, 3, 'ok'); // idempotent
+  }
+  const dbg = r.debugPools(5) as Record<string, { endpoints: Array<{ in_flight: number; decoding: number }> }>;
+  for (const e of dbg.p.endpoints) {
+    t.equal(e.in_flight, 0);
+    t.equal(e.decoding, 0);
+  }
+  const rnd = r.pick('p', input, 0, { policy: 'random' });
+  t.equal(rnd.kind, 'ok');
+  t.same(r.pick('p', { ...input, exclude: new Set(['a:1', 'b:1', 'c:1']) }, 0).kind, 'unavailable');
+  t.same(r.pick('nope', input, 0).kind, 'unavailable');
+  t.ok(poolConfig({ policy: 'random' }).policy === 'random');
+  void sig;
+});
