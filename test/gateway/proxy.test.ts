@@ -1,0 +1,96 @@
+// The streaming proxy path with a real gateway process and a scriptable upstream.
+import t from 'tap';
+import { request } from 'undici';
+import { startGateway, gatewayConfig } from '../helpers/process.js';
+import { startUpstream, sseBody, streamSse, CHAT_JSON, chatBody } from '../helpers/upstream.js';
+
+const up = await startUpstream((_req, res) => res.end());
+const gw = await startGateway(gatewayConfig([up.endpoint], { pool: { api_key: 'upstream-secret' } }));
+t.teardown(async () => {
+  await gw.stop();
+  await up.close();
+});
+
+t.test('SSE answer reaches the client byte for byte, usage chunk included', async (t) => {
+  const body = sseBody(50);
+  up.behaviour = (_req, res) => streamSse(res, body);
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody({ stream: true }), headers: { 'content-type': 'application/json' } });
+  t.equal(res.statusCode, 200);
+  t.match(res.headers['content-type'], /^text\/event-stream/);
+  t.equal(res.headers['x-upstream'], 'yes', 'upstream headers pass through');
+  t.equal(res.headers['x-infergate-endpoint'], up.endpoint, 'debug header names the pod');
+  const text = await res.body.text();
+  t.equal(text, body, 'identical bytes');
+  const usage = text.split('\n\n').find((e) => e.includes('"usage"'));
+  t.ok(usage, 'usage chunk present');
+  t.same(JSON.parse(usage!.slice(6)).choices, [], 'usage chunk has choices: []');
+});
+
+t.test('non-streaming JSON answer passes through with its length', async (t) => {
+  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
+  t.equal(res.statusCode, 200);
+  t.equal(res.headers['content-length'], String(Buffer.byteLength(CHAT_JSON)));
+  t.equal(await res.body.text(), CHAT_JSON);
+});
+
+t.test('upstream status and error bodies pass through (4xx from the model server)', async (t) => {
+  const errBody = JSON.stringify({ object: 'error', message: 'bad max_tokens', type: 'BadRequestError', code: 400 });
+  up.behaviour = (_req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end(errBody);
+  const res = await request(`${gw.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ model: 'test-model', prompt: 'x' }) });
+  t.equal(res.statusCode, 400);
+  t.equal(await res.body.text(), errBody);
+  t.equal(up.received.at(-1)!.url, '/v1/completions', 'completions go to /v1/completions');
+});
+
+t.test('request headers: credentials replaced, request id added or kept, traceparent passed, body bytes unchanged', async (t) => {
+  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const raw = `{"model":"test-model",  "messages":[{"role":"user","content":"spaces   kept"}]}`;
+  const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  const res = await request(`${gw.url}/v1/chat/completions`, {
+    method: 'POST', body: raw,
+    headers: { authorization: 'Bearer client-token', traceparent: tp, 'x-request-id': 'req-123', connection: 'keep-alive', 'x-custom': 'v' },
+  });
+  await res.body.text();
+  const rec = up.received.at(-1)!;
+  t.equal(rec.headers.authorization, 'Bearer upstream-secret', 'pool api_key sent, client token not');
+  t.equal(rec.headers.traceparent, tp);
+  t.equal(rec.headers['x-request-id'], 'req-123');
+  t.equal(rec.headers['x-custom'], 'v');
+  t.equal(rec.body, raw, 'original bytes forwarded');
+  t.equal(res.headers['x-request-id'], 'req-123', 'client sees its request id');
+
+  const res2 = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: raw });
+  await res2.body.text();
+  t.match(up.received.at(-1)!.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'a request id is generated');
+  t.equal(res2.headers['x-request-id'], up.received.at(-1)!.headers['x-request-id']);
+});
+
+t.test('an alias is rewritten to its target model', async (t) => {
+  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'alias', messages: [{ role: 'user', content: 'x' }] }) });
+  await res.body.text();
+  t.equal(res.statusCode, 200);
+  t.equal(JSON.parse(up.received.at(-1)!.body).model, 'test-model');
+});
+
+t.test('GET /v1/models lists models and aliases in OpenAI shape', async (t) => {
+  const res = await request(`${gw.url}/v1/models`);
+  t.equal(res.statusCode, 200);
+  const list = (await res.body.json()) as { object: string; data: Array<{ id: string; object: string }> };
+  t.equal(list.object, 'list');
+  t.same(list.data.map((m) => m.id).sort(), ['alias', 'test-model']);
+  t.ok(list.data.every((m) => m.object === 'model'));
+});
+
+t.test('admin: healthz, readyz, metrics, debug/pools', async (t) => {
+  t.equal((await request(`${gw.adminUrl}/healthz`)).statusCode, 200);
+  t.equal((await request(`${gw.adminUrl}/readyz`)).statusCode, 200);
+  const m = await request(`${gw.adminUrl}/metrics`);
+  const text = await m.body.text();
+  t.match(text, /infergate_requests_total\{[^}]*code="200"[^}]*\} \d+/);
+  t.match(text, /infergate_process_cpu_seconds_total/);
+  const d = await request(`${gw.adminUrl}/debug/pools`);
+  t.equal(d.statusCode, 200);
+  t.match(await d.body.text(), up.endpoint);
+});

@@ -1,0 +1,159 @@
+/**
+ * Real processes for tests: the built CLI (`node dist/cli.js …`), with a deadline on every wait.
+ * `npm test` builds first (pretest), so dist/ is current.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { stringify } from 'yaml';
+
+export const ROOT = resolve(import.meta.dirname, '..', '..');
+export const CLI = join(ROOT, 'dist', 'cli.js');
+
+export interface Proc {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the first stdout match of `re`, or rejects after `ms`. */
+  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
+  exited(ms?: number): Promise<number | null>;
+  kill(sig?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Proc {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  const waiters = new Set<() => void>();
+  const notify = () => {
+    for (const w of waiters) w();
+  };
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+    notify();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+    notify();
+  });
+  let exitCode: number | null | undefined;
+  const exit = new Promise<number | null>((res) => child.on('exit', (code, sig) => res((exitCode = code ?? (sig ? 128 : null)))));
+  child.on('exit', notify);
+  const proc: Proc = {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    waitFor(re, ms = 15_000) {
+      return new Promise((resolveP, rejectP) => {
+        const check = () => {
+          const m = out.match(re);
+          if (m) {
+            cleanup();
+            resolveP(m);
+          } else if (exitCode !== undefined) {
+            cleanup();
+            rejectP(new Error(`process exited (${exitCode}) before ${re}; stderr: ${err.slice(-2000)}; stdout: ${out.slice(-1000)}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          rejectP(new Error(`timed out after ${ms} ms waiting for ${re}; stderr: ${err.slice(-2000)}; stdout: ${out.slice(-1000)}`));
+        }, ms);
+        const cleanup = () => {
+          clearTimeout(timer);
+          waiters.delete(check);
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+    exited(ms = 15_000) {
+      return Promise.race([
+        exit,
+        new Promise<number | null>((_, rej) => setTimeout(() => rej(new Error(`process did not exit within ${ms} ms`)), ms).unref()),
+      ]);
+    },
+    async kill(sig = 'SIGTERM') {
+      if (exitCode !== undefined) return exitCode;
+      child.kill(sig);
+      try {
+        return await proc.exited(10_000);
+      } catch {
+        child.kill('SIGKILL');
+        return exit;
+      }
+    },
+  };
+  return proc;
+}
+
+/** A port nobody listens on right now (bound, then closed). */
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'infergate-test-'));
+}
+
+/** A gateway config with auth off and one pool; `over` replaces top-level keys, `pool` the pool's keys. */
+export function gatewayConfig(endpoints: string[], opts: { pool?: Record<string, unknown>; over?: Record<string, unknown> } = {}) {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    debug_headers: true,
+    auth: { mode: 'none', allow_unauthenticated: true },
+    logging: { level: 'warn', access_log: false },
+    models: [
+      { name: 'test-model', pool: 'p' },
+      { name: 'alias', targets: [{ model: 'test-model', weight: 1 }] },
+    ],
+    pools: {
+      p: {
+        endpoints,
+        policy: 'round_robin',
+        metrics: { interval: '100ms', stale_after: '1s' },
+        ...opts.pool,
+      },
+    },
+    ...opts.over,
+  };
+}
+
+export interface RunningGateway {
+  url: string;
+  adminUrl: string;
+  proc: Proc;
+  stop(): Promise<number | null>;
+}
+
+/** Start `infergate serve` with this config object (port 0 = any free port) and wait until it listens. */
+export async function startGateway(config: unknown, env: NodeJS.ProcessEnv = {}): Promise<RunningGateway> {
+  const dir = tempDir();
+  const file = join(dir, 'gateway.yaml');
+  writeFileSync(file, stringify(config));
+  const proc = runCli(['serve', '--config', file], env);
+  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  return { url, adminUrl, proc, stop: () => proc.kill('SIGTERM') };
+}
+
+/** Poll `check` until it returns a truthy value, or fail after `ms`. */
+export async function until<T>(check: () => T | Promise<T>, ms = 5_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
