@@ -1,0 +1,200 @@
+/** `infergate simulate`: argument parsing, output (table on stdout, JSON file), exit codes. */
+import { parseArgs } from 'node:util';
+import { writeFileSync } from 'node:fs';
+import type { EngineProfile } from '../engine/index.js';
+import { ConfigError, formatProblems } from '../config/load.js';
+import { poolSettingsFromFile, type PoolSettings } from './config.js';
+import { GENERATORS, generateWorkload } from './generators.js';
+import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
+import { formatTable } from './table.js';
+import { checkTargets, formatTargets } from './targets.js';
+import { loadTrace, toTraceJsonl } from './trace.js';
+import { tune } from './tune.js';
+import type { SimRequest, SimResult } from './types.js';
+
+export const SIMULATE_HELP = `Usage: infergate simulate (--trace FILE | --generate NAME) [options]
+
+Replays traffic in virtual time against N simulated vLLM servers (the mock's engine model), once per
+routing policy, with the gateway's own picker; prints a table and writes the result JSON. The same inputs
+and --seed give byte-identical JSON.
+
+Workload:
+  --trace FILE              a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)
+  --generate NAME           a seeded generator: ${GENERATORS.join(', ')}
+  --requests N              use the first N requests (generators: how many to make; default 1000)
+  --rate X                  generators: mean arrival rate, requests/s (default per generator)
+  --rate-scale X[,Y...]     arrivals X times denser (default 1); a list runs each scale in turn
+  --save-trace FILE         write the workload (after --requests) as Mooncake JSONL and go on
+Pool:
+  --endpoints N             simulated servers (default 8)
+  --policies a,b            of ${SIM_POLICIES.join(', ')} (default all)
+  --config FILE             take scoring/prefix/saturation/metrics from this config's first pool
+  --seed N                  seeds generators and the random policy (default 1)
+Engine (as for "infergate mock"):
+  --max-num-seqs N  --kv-blocks N  --block-size N  --prefill-tokens-per-s X  --decode-ms X
+  --max-loras N  --lora a,b
+Output:
+  --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
+  --targets                 check issue #5's routing-quality targets on each result
+  --tune                    search scorer weights and saturation thresholds for the lowest scored
+                            TTFT p99; print the gain and a YAML block to paste into a config
+  --tune-budget N           runs the search may use (default 40)
+`;
+
+class UsageError extends Error {}
+
+function num(v: string | undefined, name: string, opts: { int?: boolean; min?: number } = {}): number | undefined {
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (!Number.isFinite(x) || (opts.int && !Number.isInteger(x)) || (opts.min !== undefined && x < opts.min)) {
+    throw new UsageError(`--${name} must be ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` ≥ ${opts.min}` : ''}, not "${v}"`);
+  }
+  return x;
+}
+
+const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== ''));
+
+export async function simulateMain(argv: string[]): Promise<number> {
+  try {
+    return run(argv);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`infergate simulate: ${e.message}\n\n${SIMULATE_HELP}`);
+      return 2;
+    }
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${formatProblems(e.file, e.problems)}\n`);
+      return 1;
+    }
+    process.stderr.write(`infergate simulate: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
+
+function run(argv: string[]): number {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        trace: { type: 'string' },
+        generate: { type: 'string' },
+        requests: { type: 'string' },
+        rate: { type: 'string' },
+        'rate-scale': { type: 'string' },
+        'save-trace': { type: 'string' },
+        endpoints: { type: 'string' },
+        policies: { type: 'string' },
+        config: { type: 'string' },
+        seed: { type: 'string' },
+        'max-num-seqs': { type: 'string' },
+        'kv-blocks': { type: 'string' },
+        'block-size': { type: 'string' },
+        'prefill-tokens-per-s': { type: 'string' },
+        'decode-ms': { type: 'string' },
+        'max-loras': { type: 'string' },
+        lora: { type: 'string' },
+        json: { type: 'string' },
+        targets: { type: 'boolean' },
+        tune: { type: 'boolean' },
+        'tune-budget': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(SIMULATE_HELP);
+    return 0;
+  }
+  if ((values.trace === undefined) === (values.generate === undefined)) {
+    throw new UsageError('give exactly one of --trace FILE or --generate NAME');
+  }
+  const seed = num(values.seed, 'seed', { int: true, min: 0 }) ?? 1;
+  const limit = num(values.requests, 'requests', { int: true, min: 1 });
+  const endpoints = num(values.endpoints, 'endpoints', { int: true, min: 1 }) ?? 8;
+  const scales = (list(values['rate-scale']) ?? ['1']).map((s) => num(s, 'rate-scale', { min: 1e-6 })!);
+  const policies = checkPolicies(list(values.policies) ?? [...SIM_POLICIES]);
+  if (values.generate !== undefined && !(GENERATORS as readonly string[]).includes(values.generate)) {
+    throw new UsageError(`unknown generator "${values.generate}" (one of: ${GENERATORS.join(', ')})`);
+  }
+
+  const profile: Partial<EngineProfile> = {};
+  const setInt = (flag: string, key: 'maxNumSeqs' | 'numGpuBlocks' | 'blockSize' | 'maxLoras', min: number) => {
+    const v = num((values as Record<string, string | undefined>)[flag], flag, { int: true, min });
+    if (v !== undefined) profile[key] = v;
+  };
+  setInt('max-num-seqs', 'maxNumSeqs', 1);
+  setInt('kv-blocks', 'numGpuBlocks', 1);
+  setInt('block-size', 'blockSize', 1);
+  setInt('max-loras', 'maxLoras', 0);
+  const pf = num(values['prefill-tokens-per-s'], 'prefill-tokens-per-s', { min: 1e-6 });
+  if (pf !== undefined) profile.prefillTokensPerS = pf;
+  const dm = num(values['decode-ms'], 'decode-ms', { min: 0 });
+  if (dm !== undefined) profile.decodeMs = dm;
+  const loras = list(values.lora);
+  if (loras) profile.loras = loras;
+
+  const pool: PoolSettings = values.config !== undefined ? poolSettingsFromFile(values.config) : {};
+
+  let requests: SimRequest[];
+  let label: string;
+  if (values.trace !== undefined) {
+    requests = loadTrace(values.trace, limit);
+    label = values.trace;
+  } else {
+    requests = generateWorkload(values.generate!, {
+      seed,
+      requests: limit,
+      rate: num(values.rate, 'rate', { min: 1e-6 }),
+      loras,
+    });
+    label = values.generate!;
+  }
+  if (values['save-trace'] !== undefined) writeFileSync(values['save-trace'], toTraceJsonl(requests));
+
+  if (values.tune) {
+    const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 40;
+    for (const scale of scales) {
+      const reqs = scale === 1 ? requests : scaleArrivals(requests, scale);
+      const t = tune({
+        requests: reqs,
+        endpoints,
+        profile: profileFor(reqs, profile),
+        pool,
+        seed,
+        budget,
+        log: (l) => process.stderr.write(`${l}\n`),
+      });
+      const res: SimResult = {
+        workload: { trace: label, requests: reqs.length, endpoints, seed, rate_scale: scale, engine: {} },
+        runs: [t.defaults.run, t.best.run],
+      };
+      process.stdout.write(formatTable(res));
+      process.stdout.write(
+        `tuned over ${t.evaluations} runs: scored TTFT p99 ${t.defaults.run.ttft_ms.p99} → ${t.best.run.ttft_ms.p99} ms ` +
+          `(${(t.gain * 100).toFixed(1)}% lower than the defaults; fitted to this traffic, check it on other traffic)\n` +
+          `paste into the pool's config:\n${t.yaml}`,
+      );
+      if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ ...res, tune: { gain: t.gain, evaluations: t.evaluations, settings: t.best.settings } }, null, 2) + '\n');
+    }
+    return 0;
+  }
+
+  const results: SimResult[] = [];
+  for (const scale of scales) {
+    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale });
+    results.push(res);
+    process.stdout.write(formatTable(res));
+    if (values.targets) process.stdout.write(formatTargets(checkTargets(res)));
+    if (scales.length > 1) process.stdout.write('\n');
+  }
+  if (values.json !== undefined) {
+    const out = results.length === 1 ? results[0] : { sweep: results };
+    writeFileSync(values.json, JSON.stringify(out, null, 2) + '\n');
+  }
+  return 0;
+}

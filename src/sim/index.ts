@@ -1,0 +1,30 @@
+/**
+ * `infergate simulate` and its programmatic API: replay traffic in virtual time against simulated vLLM
+ * servers (src/engine) with the gateway's own picker (src/routing), per policy, against an oracle.
+ */
+export { simulateMain, SIMULATE_HELP } from './cli.js';
+export { runSimulation, runPolicy, scaleArrivals, profileFor, SIM_POLICIES } from './simulate.js';
+export type { SimulationOptions, SimPolicyName } from './simulate.js';
+export { runLoop, requestTokens } from './loop.js';
+export type { SimPolicy, PickContext, PickOutcome, LoopOptions } from './loop.js';
+export { oraclePolicy } from './policies.js';
+export { generateWorkload, GENERATORS, DEFAULT_RATES } from './generators.js';
+export type { GeneratorName, GenerateOptions } from './generators.js';
+export {
+  loadTrace,
+  parseTrace,
+  toTraceJsonl,
+  traceRequestText,
+  traceTokens,
+  tracePrefixBlocks,
+  TRACE_BLOCK_TOKENS,
+  TRACE_BLOCK_CHARS,
+} from './trace.js';
+export { checkTargets, formatTargets } from './targets.js';
+export type { TargetReport, TargetCheck } from './targets.js';
+export { tune } from './tune.js';
+export type { TuneOptions, TuneResult } from './tune.js';
+export { formatTable } from './table.js';
+export { simConfig, poolSettingsFromFile, SIM_MODEL, SIM_POOL } from './config.js';
+export type { PoolSettings } from './config.js';
+export type { SimRequest, SimResult, RunResult, Summary } from './types.js';

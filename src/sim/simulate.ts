@@ -1,0 +1,104 @@
+/** runSimulation: one workload, several policies, the result JSON of shared/spec/README.md. */
+import type { EngineProfile } from '../engine/index.js';
+import { DEFAULT_PROFILE } from '../engine/index.js';
+import type { PolicyName } from '../config/schema.js';
+import { simConfig, type PoolSettings } from './config.js';
+import { runLoop } from './loop.js';
+import { oraclePolicy } from './policies.js';
+import { endpointName, routerPolicy } from './router-policy.js';
+import type { RunResult, SimRequest, SimResult } from './types.js';
+
+export const SIM_POLICIES = ['round_robin', 'least_request', 'random', 'scored', 'oracle'] as const;
+export type SimPolicyName = (typeof SIM_POLICIES)[number];
+
+export interface SimulationOptions {
+  /** the workload (trace or generator output), sorted by arrival */
+  requests: readonly SimRequest[];
+  /** a label for the JSON (trace path or generator name) */
+  trace?: string;
+  /** simulated endpoints (default 8) */
+  endpoints?: number;
+  /** engine profile overrides (default: the engine's DEFAULT_PROFILE) */
+  profile?: Partial<EngineProfile>;
+  /** default: all five */
+  policies?: readonly string[];
+  /** the pool's scoring/prefix/saturation/metrics (default: the config schema's defaults) */
+  pool?: PoolSettings;
+  /** seeds the router's random policy (default 1) */
+  seed?: number;
+  /** arrivals X times denser (default 1) */
+  rateScale?: number;
+}
+
+/** The requests with arrivals compressed by rateScale (a copy; the input is not changed). */
+export function scaleArrivals(reqs: readonly SimRequest[], rateScale: number): SimRequest[] {
+  if (!(rateScale > 0)) throw new RangeError('rate scale must be > 0');
+  return reqs.map((r) => ({ ...r, arrivalMs: r.arrivalMs / rateScale }));
+}
+
+/** The engine profile a workload needs: its adapters registered (and at least one LoRA slot). */
+export function profileFor(reqs: readonly SimRequest[], profile: Partial<EngineProfile> = {}): Partial<EngineProfile> {
+  const loras = new Set<string>(profile.loras ?? []);
+  for (const r of reqs) if (r.lora !== undefined) loras.add(r.lora);
+  const out: Partial<EngineProfile> = { ...profile };
+  if (loras.size > 0) {
+    out.loras = [...loras].sort();
+    if ((out.maxLoras ?? DEFAULT_PROFILE.maxLoras) < 1) out.maxLoras = 1;
+  }
+  return out;
+}
+
+export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
+  for (const p of policies) {
+    if (!(SIM_POLICIES as readonly string[]).includes(p)) {
+      throw new Error(`unknown policy "${p}" (one of: ${SIM_POLICIES.join(', ')})`);
+    }
+  }
+  return policies as SimPolicyName[];
+}
+
+/** One policy over the workload. */
+export function runPolicy(
+  policy: SimPolicyName,
+  requests: readonly SimRequest[],
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number },
+): RunResult {
+  const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
+  const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
+  const cfg = simConfig(names, models, opts.pool);
+  const intervalMs = cfg.pools.sim.metrics.interval;
+  const make = policy === 'oracle' ? oraclePolicy : routerPolicy(cfg, policy as PolicyName, opts.seed, opts.profile);
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: intervalMs });
+}
+
+export function runSimulation(opts: SimulationOptions): SimResult {
+  const endpoints = opts.endpoints ?? 8;
+  const seed = opts.seed ?? 1;
+  const rateScale = opts.rateScale ?? 1;
+  const policies = checkPolicies(opts.policies ?? SIM_POLICIES);
+  const requests = rateScale === 1 ? opts.requests : scaleArrivals(opts.requests, rateScale);
+  const profile = profileFor(requests, opts.profile);
+  const pool = opts.pool ?? {};
+  const runs = policies.map((p) => runPolicy(p, requests, { endpoints, profile, pool, seed }));
+  const full: EngineProfile = { ...DEFAULT_PROFILE, ...profile } as EngineProfile;
+  return {
+    workload: {
+      trace: opts.trace ?? 'custom',
+      requests: requests.length,
+      endpoints,
+      seed,
+      rate_scale: rateScale,
+      engine: {
+        max_num_seqs: full.maxNumSeqs,
+        max_num_batched_tokens: full.maxNumBatchedTokens,
+        kv_blocks: full.numGpuBlocks,
+        block_size: full.blockSize,
+        prefill_tokens_per_s: full.prefillTokensPerS,
+        decode_ms: full.decodeMs,
+        max_loras: full.maxLoras,
+        loras: full.loras,
+      },
+    },
+    runs,
+  };
+}

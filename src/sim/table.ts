@@ -1,0 +1,37 @@
+/** The compact table `infergate simulate` prints. */
+import type { SimResult } from './types.js';
+
+const COLS: Array<[string, (r: SimResult['runs'][number]) => string]> = [
+  ['policy', (r) => r.policy],
+  ['done', (r) => String(r.completed)],
+  ['err', (r) => String(r.errors)],
+  ['rej', (r) => String(r.rejected)],
+  ['ttft p50', (r) => ms(r.ttft_ms.p50)],
+  ['p90', (r) => ms(r.ttft_ms.p90)],
+  ['p99', (r) => ms(r.ttft_ms.p99)],
+  ['mean', (r) => ms(r.ttft_ms.mean)],
+  ['itl p50', (r) => ms(r.itl_ms.p50)],
+  ['p99', (r) => ms(r.itl_ms.p99)],
+  ['e2e p50', (r) => ms(r.e2e_ms.p50)],
+  ['p99', (r) => ms(r.e2e_ms.p99)],
+  ['req/s', (r) => r.throughput_rps.toFixed(2)],
+  ['tok/s', (r) => r.output_tokens_per_s.toFixed(0)],
+  ['hit%', (r) => (r.prefix_cache_hit_rate * 100).toFixed(1)],
+];
+
+function ms(x: number): string {
+  if (x >= 100_000) return `${(x / 1000).toFixed(0)}s`;
+  if (x >= 10_000) return `${(x / 1000).toFixed(1)}s`;
+  if (x >= 100) return x.toFixed(0);
+  return x.toFixed(1);
+}
+
+export function formatTable(res: SimResult): string {
+  const w = res.workload;
+  const head = `${w.trace}: ${w.requests} requests, ${w.endpoints} endpoints, rate x${w.rate_scale}, seed ${w.seed} (times in ms)`;
+  const rows = [COLS.map((c) => c[0]), ...res.runs.map((r) => COLS.map((c) => c[1](r)))];
+  const widths = COLS.map((_, j) => Math.max(...rows.map((row) => row[j].length)));
+  const lines = rows.map((row) => row.map((cell, j) => (j === 0 ? cell.padEnd(widths[j]) : cell.padStart(widths[j]))).join('  '));
+  lines.splice(1, 0, widths.map((n) => '-'.repeat(n)).join('  '));
+  return [head, ...lines].join('\n') + '\n';
+}

@@ -1,0 +1,61 @@
+/** Shapes shared by the simulator's parts (trace loader, generators, loop, result JSON). */
+
+/** One request to replay: the Mooncake trace's fields, in camelCase, plus optional adapter/model. */
+export interface SimRequest {
+  /** Arrival time in milliseconds from the start of the workload. */
+  arrivalMs: number;
+  /** Prompt length in tokens. */
+  inputTokens: number;
+  /** Completion length in tokens (the engine is asked for exactly this many: max_tokens, no early stop). */
+  outputTokens: number;
+  /** The prompt as a chain of 512-token blocks (TRACE_BLOCK_TOKENS); the last one may be partial. */
+  hashIds: number[];
+  /** A LoRA adapter name (lora-mix); the request then asks for that model. */
+  lora?: string;
+  /** The model the client asks for; defaults to the simulated pool's model. */
+  model?: string;
+  /**
+   * A literal prompt text. When set, the engine sees tokenize(prompt) and the router hashes this text,
+   * exactly as the live gateway and the HTTP mock would (used to compare the simulator with the mock).
+   */
+  prompt?: string;
+}
+
+export interface Summary {
+  p50: number;
+  p90: number;
+  p99: number;
+  mean: number;
+}
+
+/** One policy's run, in the shape of shared/spec/README.md (extra fields allowed). */
+export interface RunResult {
+  policy: string;
+  requests: number;
+  completed: number;
+  errors: number;
+  rejected: number;
+  ttft_ms: Summary;
+  itl_ms: Summary;
+  e2e_ms: Summary;
+  throughput_rps: number;
+  output_tokens_per_s: number;
+  prefix_cache_hit_rate: number;
+  /** Extras: preemptions seen, queueing at arrival, virtual duration. */
+  preemptions: number;
+  duration_s: number;
+  /** Requests per endpoint (index order), to see imbalance. */
+  per_endpoint: number[];
+}
+
+export interface SimResult {
+  workload: {
+    trace: string;
+    requests: number;
+    endpoints: number;
+    seed: number;
+    rate_scale: number;
+    engine: Record<string, unknown>;
+  };
+  runs: RunResult[];
+}
