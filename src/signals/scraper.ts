@@ -1,0 +1,204 @@
+/**
+ * The scraper: polls every endpoint's /metrics (and now and then /v1/models for LoRA adapters) and feeds
+ * the router. I/O lives here, never in src/routing.
+ *
+ * - One loop per endpoint: fetch, parse, updateSignals; the next fetch starts `interval` after the
+ *   previous one started (never two in flight for one endpoint).
+ * - Each fetch has a deadline shorter than the interval (a hung /metrics is cut off, counted as failed).
+ * - Errors are counted (`signalsFailed`) and logged once per ok→failing change; nothing throws out.
+ * - The endpoint list is re-read from the router every tick, so discovery/reload changes are followed.
+ */
+import { Agent, request } from 'undici';
+import type { Config } from '../config/schema.js';
+import type { EndpointSignals } from '../routing/types.js';
+import { adaptersFromModels, signalsFromMetrics, type Engine } from './engines.js';
+
+export interface ScrapeTarget {
+  pools(): string[];
+  endpoints(pool: string): string[];
+  updateSignals(endpoint: string, s: EndpointSignals, now: number): void;
+  signalsFailed(endpoint: string, now: number): void;
+}
+
+export interface ScraperLogger {
+  warn(obj: unknown, msg?: string): void;
+  info?(obj: unknown, msg?: string): void;
+  debug?(obj: unknown, msg?: string): void;
+}
+
+export interface ScraperOptions {
+  /** clock in ms (default Date.now) */
+  now?: () => number;
+  /** how often to refresh /v1/models (adapters); 0 turns it off. Default 10 s. */
+  modelsIntervalMs?: number;
+  /** URL scheme for endpoints; default http */
+  scheme?: 'http' | 'https';
+}
+
+interface Loop {
+  endpoint: string;
+  pool: string;
+  timer: NodeJS.Timeout | null;
+  inflight: Promise<void> | null;
+  failing: boolean;
+  adapters: string[] | undefined;
+  modelsAt: number;
+}
+
+export class Scraper {
+  private cfg: Config;
+  private readonly agent: Agent;
+  private loops = new Map<string, Loop>(); // key: endpoint (one loop even if in two pools)
+  private running = false;
+  private syncTimer: NodeJS.Timeout | null = null;
+  private readonly now: () => number;
+  private readonly modelsEvery: number;
+  private readonly scheme: string;
+
+  constructor(
+    private readonly router: ScrapeTarget,
+    cfg: Config,
+    private readonly logger?: ScraperLogger,
+    opts: ScraperOptions = {},
+  ) {
+    this.cfg = cfg;
+    this.now = opts.now ?? Date.now;
+    this.modelsEvery = opts.modelsIntervalMs ?? 10_000;
+    this.scheme = opts.scheme ?? 'http';
+    this.agent = new Agent({ keepAliveTimeout: 30_000, connections: 4, pipelining: 1, connect: { timeout: 2_000 } });
+  }
+
+  /** New config (reload): intervals, paths and engines apply from the next tick. */
+  setConfig(cfg: Config): void {
+    this.cfg = cfg;
+    if (this.running) this.sync();
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.sync();
+    // follow endpoint list changes (discovery, reload) even when no loop is running yet
+    this.syncTimer = setInterval(() => this.sync(), 1_000);
+    this.syncTimer.unref?.();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.syncTimer) clearInterval(this.syncTimer);
+    this.syncTimer = null;
+    const waits: Promise<void>[] = [];
+    for (const l of this.loops.values()) {
+      if (l.timer) clearTimeout(l.timer);
+      l.timer = null;
+      if (l.inflight) waits.push(l.inflight);
+    }
+    this.loops.clear();
+    await Promise.allSettled(waits);
+    await this.agent.close().catch(() => undefined);
+  }
+
+  private sync(): void {
+    if (!this.running) return;
+    const want = new Map<string, string>();
+    for (const pool of this.router.pools()) {
+      if (!this.cfg.pools[pool]) continue;
+      for (const ep of this.router.endpoints(pool)) if (!want.has(ep)) want.set(ep, pool);
+    }
+    for (const [ep, l] of this.loops) {
+      if (!want.has(ep)) {
+        if (l.timer) clearTimeout(l.timer);
+        this.loops.delete(ep);
+      }
+    }
+    for (const [ep, pool] of want) {
+      const have = this.loops.get(ep);
+      if (have) {
+        have.pool = pool;
+        continue;
+      }
+      const l: Loop = { endpoint: ep, pool, timer: null, inflight: null, failing: false, adapters: undefined, modelsAt: -Infinity };
+      this.loops.set(ep, l);
+      this.schedule(l, 0);
+    }
+  }
+
+  private schedule(l: Loop, delay: number): void {
+    if (!this.running || this.loops.get(l.endpoint) !== l) return;
+    l.timer = setTimeout(() => {
+      l.timer = null;
+      const started = this.now();
+      l.inflight = this.scrapeOnce(l)
+        .catch((err) => this.logger?.warn({ err, endpoint: l.endpoint }, 'scrape loop error'))
+        .finally(() => {
+          l.inflight = null;
+          const interval = this.interval(l);
+          this.schedule(l, Math.max(0, interval - (this.now() - started)));
+        });
+    }, delay);
+    l.timer.unref?.();
+  }
+
+  private interval(l: Loop): number {
+    return Math.max(10, this.cfg.pools[l.pool]?.metrics.interval ?? 1000);
+  }
+
+  private async get(url: string, timeoutMs: number, apiKey: string | undefined): Promise<{ status: number; text: string }> {
+    const headers: Record<string, string> = { accept: 'text/plain, application/json' };
+    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+    const res = await request(url, {
+      dispatcher: this.agent,
+      method: 'GET',
+      headers,
+      signal: AbortSignal.timeout(timeoutMs),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, text };
+  }
+
+  /** One scrape of one endpoint; resolves always. Exposed for tests. */
+  async scrapeOnce(l: Loop): Promise<void> {
+    const pc = this.cfg.pools[l.pool];
+    if (!pc) return;
+    const interval = this.interval(l);
+    // shorter than the interval, but not absurdly short for fast intervals
+    const timeoutMs = Math.max(50, Math.min(interval * 0.8, 5_000));
+    const base = `${this.scheme}://${l.endpoint}`;
+    const engine: Engine = pc.engine;
+    try {
+      if (this.modelsEvery > 0 && this.now() - l.modelsAt >= this.modelsEvery) {
+        l.modelsAt = this.now();
+        try {
+          const m = await this.get(`${base}/v1/models`, Math.max(timeoutMs, 500), pc.api_key);
+          if (m.status === 200) {
+            const a = adaptersFromModels(JSON.parse(m.text));
+            if (a) l.adapters = a;
+          }
+        } catch {
+          // adapters are optional; metrics decide whether the endpoint is failing
+        }
+      }
+      const r = await this.get(base + pc.metrics.path, timeoutMs, pc.api_key);
+      if (r.status !== 200) throw new Error(`status ${r.status}`);
+      const s = signalsFromMetrics(engine, r.text);
+      if (!s) throw new Error(`no ${engine} metrics in the answer`);
+      if (l.adapters) s.adapters = l.adapters;
+      this.router.updateSignals(l.endpoint, s, this.now());
+      if (l.failing) {
+        l.failing = false;
+        this.logger?.info?.({ endpoint: l.endpoint, pool: l.pool }, 'metrics scrape recovered');
+      }
+    } catch (err) {
+      this.router.signalsFailed(l.endpoint, this.now());
+      if (!l.failing) {
+        l.failing = true;
+        this.logger?.warn(
+          { endpoint: l.endpoint, pool: l.pool, err: err instanceof Error ? err.message : String(err) },
+          'metrics scrape failing (the endpoint is routed on the gateway\'s own accounting until it recovers)',
+        );
+      }
+    }
+  }
+}
