@@ -6,6 +6,8 @@ import { INFERGATE_CLI, freePort, startProcess, type Proc } from './common.js';
 export interface GatewayOptions {
   dir: string;
   model: string;
+  /** more model names served by the same pool (LoRA adapters) */
+  extraModels?: string[];
   endpoints: string[];
   policy: string;
   debugHeaders?: boolean;
@@ -26,7 +28,7 @@ export function gatewayConfig(o: GatewayOptions, port: number, adminPort: number
     admin: { host: '127.0.0.1', port: adminPort },
     debug_headers: o.debugHeaders ?? false,
     auth: { mode: 'none', allow_unauthenticated: true },
-    models: [{ name: o.model, pool: 'bench' }],
+    models: [o.model, ...(o.extraModels ?? [])].map((name) => ({ name, pool: 'bench' })),
     pools: { bench: { engine: 'vllm', endpoints: o.endpoints, policy: o.policy, ...(o.pool ?? {}) } },
   };
 }
