@@ -23,7 +23,9 @@ export async function startMockServers(
   const servers: MockServer[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      const s = new MockServer(opts, host, opts.port + i);
+      // port 0: the first server takes an ephemeral port, the others follow it
+      const port = opts.port === 0 && i > 0 ? servers[0].port + i : opts.port + i;
+      const s = new MockServer(opts, host, port);
       servers.push(s);
       await s.listen();
     }

@@ -87,8 +87,8 @@ const ERROR_TYPE: Record<number, string> = {
 export class MockServer {
   readonly engine: Engine;
   readonly host: string;
-  readonly port: number;
-  readonly endpoint: string;
+  port: number;
+  endpoint: string;
   readonly model: string;
   readonly loras: string[];
   private readonly app: uWS.TemplatedApp;
@@ -158,6 +158,10 @@ export class MockServer {
         if (!tok) reject(new Error(`mock: cannot listen on ${this.host}:${this.port}`));
         else {
           this.listenSocket = tok;
+          if (this.port === 0) {
+            this.port = uWS.us_socket_local_port(tok as unknown as uWS.us_socket);
+            this.endpoint = `${this.host}:${this.port}`;
+          }
           resolve();
         }
       });
