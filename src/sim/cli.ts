@@ -54,24 +54,36 @@ function num(v: string | undefined, name: string, opts: { int?: boolean; min?: n
 
 const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== ''));
 
-export async function simulateMain(argv: string[]): Promise<number> {
+/** Where the command writes (tests pass their own). */
+export interface SimIo {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+const STDIO: SimIo = {
+  out: (s) => void process.stdout.write(s),
+  err: (s) => void process.stderr.write(s),
+};
+
+/** `infergate simulate ARGS`; resolves to the exit code (0 ok, 1 failure, 2 usage). */
+export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<number> {
   try {
-    return run(argv);
+    return run(argv, io);
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`infergate simulate: ${e.message}\n\n${SIMULATE_HELP}`);
+      io.err(`infergate simulate: ${e.message}\n\n${SIMULATE_HELP}`);
       return 2;
     }
     if (e instanceof ConfigError) {
-      process.stderr.write(`${formatProblems(e.file, e.problems)}\n`);
+      io.err(`${formatProblems(e.file, e.problems)}\n`);
       return 1;
     }
-    process.stderr.write(`infergate simulate: ${(e as Error).message}\n`);
+    io.err(`infergate simulate: ${(e as Error).message}\n`);
     return 1;
   }
 }
 
-function run(argv: string[]): number {
+function run(argv: string[], io: SimIo): number {
   let values;
   try {
     ({ values } = parseArgs({
@@ -107,7 +119,7 @@ function run(argv: string[]): number {
     throw new UsageError((e as Error).message);
   }
   if (values.help) {
-    process.stdout.write(SIMULATE_HELP);
+    io.out(SIMULATE_HELP);
     return 0;
   }
   if ((values.trace === undefined) === (values.generate === undefined)) {
@@ -117,7 +129,12 @@ function run(argv: string[]): number {
   const limit = num(values.requests, 'requests', { int: true, min: 1 });
   const endpoints = num(values.endpoints, 'endpoints', { int: true, min: 1 }) ?? 8;
   const scales = (list(values['rate-scale']) ?? ['1']).map((s) => num(s, 'rate-scale', { min: 1e-6 })!);
-  const policies = checkPolicies(list(values.policies) ?? [...SIM_POLICIES]);
+  let policies: ReturnType<typeof checkPolicies>;
+  try {
+    policies = checkPolicies(list(values.policies) ?? [...SIM_POLICIES]);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
   if (values.generate !== undefined && !(GENERATORS as readonly string[]).includes(values.generate)) {
     throw new UsageError(`unknown generator "${values.generate}" (one of: ${GENERATORS.join(', ')})`);
   }
@@ -167,14 +184,14 @@ function run(argv: string[]): number {
         pool,
         seed,
         budget,
-        log: (l) => process.stderr.write(`${l}\n`),
+        log: (l) => io.err(`${l}\n`),
       });
       const res: SimResult = {
         workload: { trace: label, requests: reqs.length, endpoints, seed, rate_scale: scale, engine: {} },
         runs: [t.defaults.run, t.best.run],
       };
-      process.stdout.write(formatTable(res));
-      process.stdout.write(
+      io.out(formatTable(res));
+      io.out(
         `tuned over ${t.evaluations} runs: scored TTFT p99 ${t.defaults.run.ttft_ms.p99} → ${t.best.run.ttft_ms.p99} ms ` +
           `(${(t.gain * 100).toFixed(1)}% lower than the defaults; fitted to this traffic, check it on other traffic)\n` +
           `paste into the pool's config:\n${t.yaml}`,
@@ -188,9 +205,9 @@ function run(argv: string[]): number {
   for (const scale of scales) {
     const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale });
     results.push(res);
-    process.stdout.write(formatTable(res));
-    if (values.targets) process.stdout.write(formatTargets(checkTargets(res)));
-    if (scales.length > 1) process.stdout.write('\n');
+    io.out(formatTable(res));
+    if (values.targets) io.out(formatTargets(checkTargets(res)));
+    if (scales.length > 1) io.out('\n');
   }
   if (values.json !== undefined) {
     const out = results.length === 1 ? results[0] : { sweep: results };

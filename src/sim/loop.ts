@@ -174,6 +174,9 @@ export function runLoop(
       const e = r.endpoint;
       tickets[i] = r.ticket;
       try {
+        // as vLLM (and the mock): prompt + max_tokens beyond the context window is a 400
+        const mp = engines[e].profile;
+        if (tokens.length + req.outputTokens > mp.maxModelLen) throw new RangeError('context length exceeded');
         engines[e].add({ id: String(i), promptTokens: tokens, maxTokens: req.outputTokens, lora: req.lora }, now);
       } catch {
         // the server answers 400 (prompt too long, no LoRA support): an error for the client, but the

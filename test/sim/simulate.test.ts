@@ -1,0 +1,90 @@
+// The simulator's contract: deterministic to the byte, every request accounted for, the oracle on top.
+import t from 'tap';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { generateWorkload, loadTrace, runSimulation, simulateMain, checkTargets, type SimRequest } from '../../src/sim/index.js';
+
+const TRACE = resolve(import.meta.dirname, '../../../shared/traces/mooncake_synthetic_trace.jsonl');
+const hasTrace = existsSync(TRACE);
+
+t.test('byte-identical JSON for the same inputs and seed (API and CLI)', async (t) => {
+  const reqs = generateWorkload('shared-prefix', { seed: 5, requests: 150 });
+  const a = JSON.stringify(runSimulation({ requests: reqs, trace: 'shared-prefix', rateScale: 3, seed: 5 }));
+  const b = JSON.stringify(runSimulation({ requests: generateWorkload('shared-prefix', { seed: 5, requests: 150 }), trace: 'shared-prefix', rateScale: 3, seed: 5 }));
+  t.equal(a, b);
+
+  const dir = mkdtempSync(join(tmpdir(), 'infergate-sim-'));
+  const out = (n: number) => join(dir, `r${n}.json`);
+  const args = (n: number) => ['--generate', 'multi-turn', '--requests', '120', '--rate-scale', '2', '--seed', '9', '--endpoints', '4', '--json', out(n)];
+  let printed = '';
+  const io = { out: (s: string) => void (printed += s), err: (s: string) => void t.fail(s) };
+  t.equal(await simulateMain(args(1), io), 0);
+  t.equal(await simulateMain(args(2), io), 0);
+  t.equal(readFileSync(out(1), 'utf8'), readFileSync(out(2), 'utf8'), 'same file twice');
+  const j = JSON.parse(readFileSync(out(1), 'utf8'));
+  t.same(Object.keys(j), ['workload', 'runs']);
+  t.match(j.workload, { trace: 'multi-turn', requests: 120, endpoints: 4, seed: 9 });
+  t.same(j.runs.map((r: { policy: string }) => r.policy), ['round_robin', 'least_request', 'random', 'scored', 'oracle']);
+  for (const r of j.runs) {
+    for (const k of ['requests', 'completed', 'errors', 'rejected', 'throughput_rps', 'output_tokens_per_s', 'prefix_cache_hit_rate']) {
+      t.type(r[k], 'number', `${r.policy}.${k}`);
+    }
+    for (const k of ['ttft_ms', 'itl_ms', 'e2e_ms']) t.same(Object.keys(r[k]), ['p50', 'p90', 'p99', 'mean']);
+  }
+  t.match(printed, /round_robin/, 'a table on stdout');
+});
+
+t.test('every request is completed, rejected or an error', async (t) => {
+  const reqs: SimRequest[] = generateWorkload('burst', { seed: 2, requests: 300 });
+  // one prompt the engine cannot take (beyond max_model_len): an error, not a loss
+  reqs.push({ arrivalMs: reqs[reqs.length - 1].arrivalMs + 1, inputTokens: 140_000, outputTokens: 4, hashIds: Array.from({ length: 274 }, (_, i) => 9_000_000 + i) });
+  const res = runSimulation({
+    requests: reqs,
+    rateScale: 4,
+    endpoints: 3,
+    // tight thresholds: the router sheds load, so rejections happen too
+    pool: { saturation: { queue_depth: 2, kv_cache: 0.5 } },
+  });
+  for (const r of res.runs) {
+    t.equal(r.completed + r.rejected + r.errors, reqs.length, `${r.policy}: ${r.completed} + ${r.rejected} + ${r.errors}`);
+    t.ok(r.errors >= 1, `${r.policy}: the oversized prompt is an error`);
+  }
+  t.ok(res.runs.some((r) => r.rejected > 0), 'saturation rejects some');
+  t.equal(res.runs.find((r) => r.policy === 'oracle')!.rejected, 0, 'the oracle never rejects');
+});
+
+t.test('the oracle has the lowest mean TTFT on a small trace', { skip: !hasTrace && 'no shared trace' }, async (t) => {
+  const reqs = loadTrace(TRACE, 400);
+  for (const rateScale of [1, 3]) {
+    const res = runSimulation({ requests: reqs, trace: 'mooncake[0:400]', rateScale });
+    const oracle = res.runs.find((r) => r.policy === 'oracle')!;
+    for (const r of res.runs) {
+      t.ok(oracle.ttft_ms.mean <= r.ttft_ms.mean, `x${rateScale}: oracle ${oracle.ttft_ms.mean} ≤ ${r.policy} ${r.ttft_ms.mean}`);
+    }
+  }
+});
+
+t.test('targets: checked only where they apply', async (t) => {
+  const res = runSimulation({ requests: generateWorkload('no-sharing', { seed: 1, requests: 100 }), trace: 'no-sharing', policies: ['least_request', 'scored'] });
+  const rep = checkTargets(res);
+  t.ok(rep.applies);
+  t.equal(rep.checks.length, 2);
+});
+
+t.test('CLI: usage errors exit 2, help exits 0', async (t) => {
+  let err = '';
+  let out = '';
+  const io = { out: (s: string) => void (out += s), err: (s: string) => void (err += s) };
+  t.equal(await simulateMain([], io), 2, 'no workload');
+  t.equal(await simulateMain(['--generate', 'nope'], io), 2, 'unknown generator');
+  t.equal(await simulateMain(['--generate', 'rag', '--policies', 'best'], io), 2, 'unknown policy');
+  t.equal(await simulateMain(['--generate', 'rag', '--endpoints', 'x'], io), 2, 'bad number');
+  t.equal(await simulateMain(['--bogus'], io), 2, 'unknown flag');
+  t.match(err, /--endpoints must be an integer/);
+  err = '';
+  t.equal(await simulateMain(['--trace', '/nonexistent.jsonl'], io), 1, 'missing file');
+  t.match(err, /nonexistent/);
+  t.equal(await simulateMain(['--help'], io), 0);
+  t.match(out, /Usage: infergate simulate/);
+});
