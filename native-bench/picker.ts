@@ -1,2 +1,177 @@
-export async function runPicker(_opts: Map<string, string>): Promise<void> { throw new Error('todo'); }
-export async function pickerChild(_opts: Map<string, string>): Promise<void> { throw new Error('todo'); }
+/**
+ * `picker` (issue #4): the router's pick time with 64 endpoints, a 200k-block prefix index and 16k-char
+ * prompts (the time includes hashing the prompt), and the index's memory per block. Uses src/routing's
+ * Router directly (pure, no sockets). The measurement runs in a child process started with
+ * `--expose-gc`, so heap before/after filling the index can be compared after full collections.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Router } from '../src/routing/index.js';
+import type { EndpointSignals } from '../src/routing/index.js';
+import { numOpt, percentileSorted, round, writeResult } from './common.js';
+
+const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
+const POOL = 'bench';
+const MODEL = 'bench-model';
+
+/** splitmix-ish 32-bit hash of two ints. */
+function h2(a: number, b: number): number {
+  let x = (Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(b + 0x632be5ab, 0xc2b2ae35)) >>> 0;
+  x ^= x >>> 16; x = Math.imul(x, 0x7feb352d); x ^= x >>> 15; x = Math.imul(x, 0x846ca68b); x ^= x >>> 16;
+  return x >>> 0;
+}
+
+/** Prompts made of 64-char pieces from a fixed table: fast to build, distinct per seed, shareable by prefix. */
+export class Prompts {
+  private readonly pieces: string[] = [];
+  constructor(private readonly chars: number) {
+    const letters = 'etaoinshrdlcumwfgypbvkjxqz     ';
+    for (let i = 0; i < 4096; i++) {
+      const cs: string[] = [];
+      for (let j = 0; j < 64; j++) cs.push(letters[h2(i, j) % letters.length]);
+      this.pieces.push(cs.join('')); // flat strings: a `+=`-built piece is a deep rope, slow to join
+    }
+  }
+  /** The prompt of `seed`; with `sharedFrom`, its first `sharedPieces` pieces are those of prompt `sharedFrom`. */
+  make(seed: number, sharedFrom = -1, sharedPieces = 0): string {
+    const n = Math.ceil(this.chars / 64);
+    const parts = new Array<string>(n);
+    for (let j = 0; j < n; j++) parts[j] = this.pieces[h2(j < sharedPieces ? sharedFrom : seed, j) & 4095];
+    return parts.join('').slice(0, this.chars);
+  }
+}
+
+function signals(i: number, now: number): EndpointSignals {
+  return { waiting: i % 3, running: 4 + (i % 7), kvUsage: ((i * 37) % 80) / 100, loraRunning: [], loraWaiting: [], maxLoras: 0 };
+  void now;
+}
+
+export interface PickerResult {
+  endpoints: number;
+  indexed_blocks: number;
+  index_nodes: number;
+  prompt_chars: number;
+  picks: number;
+  pick_us: { p50: number; p90: number; p99: number; max: number; mean: number };
+  /** the same picks with dryRun (decide only: no accounting, no learning into the index) */
+  pick_dry_run_us: { p50: number; p99: number };
+  index_bytes_per_block: number;
+  index_bytes_per_block_estimate: number | null;
+  heap_bytes: { before: number; after: number };
+  policy: string;
+  gc_exposed: boolean;
+}
+
+export function measurePicker(o: { endpoints: number; blocks: number; promptChars: number; picks: number; policy: string }): PickerResult {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const fullGc = (): void => { if (gc) for (let i = 0; i < 3; i++) gc(); };
+  const eps = Array.from({ length: o.endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`);
+  const prompts = new Prompts(o.promptChars);
+  let now = 1_000_000;
+  const router = Router.fromPool(POOL, { policy: o.policy, prefix: { max_blocks: Math.max(256, Math.ceil(o.promptChars / 64)) } }, eps, { random: () => 0.5 });
+  eps.forEach((e, i) => router.updateSignals(e, signals(i, now), now));
+  const tokens = Math.ceil(o.promptChars / 4);
+  // Warm the code paths (and JIT) on a throwaway router so the filled one holds only the index.
+  {
+    const w = Router.fromPool(POOL, { policy: o.policy }, eps, { random: () => 0.5 });
+    eps.forEach((e, i) => w.updateSignals(e, signals(i, now), now));
+    for (let k = 0; k < 300; k++) {
+      const r = w.pick(POOL, { model: MODEL, promptText: prompts.make(1e6 + k, 1e6 + (k >> 2), 128), promptTokens: tokens }, now + k);
+      if (r.kind === 'ok') { w.onFirstByte(r.ticket, now + k); w.onEnd(r.ticket, now + k, 'ok'); }
+    }
+  }
+  fullGc();
+  const before = process.memoryUsage().heapUsed;
+  // Fill: distinct prompts until the index holds `blocks` entries.
+  let filled = 0;
+  for (let k = 0; filled < o.blocks && k < 10 * o.blocks; k++) {
+    now += 1;
+    const r = router.pick(POOL, { model: MODEL, promptText: prompts.make(k), promptTokens: tokens }, now);
+    if (r.kind === 'ok') { router.onFirstByte(r.ticket, now); router.onEnd(r.ticket, now, 'ok'); }
+    filled = router.indexStats(POOL).blocks;
+    if (k % 64 === 63) eps.forEach((e, i) => router.updateSignals(e, signals(i + k, now), now));
+  }
+  const fillPrompts = Math.max(1, Math.round(filled / Math.ceil(o.promptChars / 64)));
+  fullGc();
+  const after = process.memoryUsage().heapUsed;
+  const stats = router.pool(POOL)?.index.stats() ?? { ...router.indexStats(POOL), nodes: 0 };
+  // Timed picks: a third repeat a filled prompt, a third share half of one, a third are new (they learn, as live).
+  const samples = new Float64Array(o.picks);
+  const half = Math.floor(o.promptChars / 128);
+  for (let k = 0; k < o.picks; k++) {
+    now += 1;
+    const kind = k % 3;
+    const base = h2(k, 7) % fillPrompts;
+    const text = kind === 0 ? prompts.make(base) : kind === 1 ? prompts.make(5e6 + k, base, half) : prompts.make(9e6 + k);
+    const t = process.hrtime.bigint();
+    const r = router.pick(POOL, { model: MODEL, promptText: text, promptTokens: tokens }, now);
+    samples[k] = Number(process.hrtime.bigint() - t) / 1000;
+    if (r.kind === 'ok') { router.onFirstByte(r.ticket, now); router.onEnd(r.ticket, now, 'ok'); }
+    if (k % 64 === 63) eps.forEach((e, i) => router.updateSignals(e, signals(i + k, now), now));
+  }
+  // The decision alone (dryRun: match + score, no learning into the index), same prompt mix.
+  const dry = new Float64Array(Math.min(o.picks, 5000));
+  for (let k = 0; k < dry.length; k++) {
+    const kind = k % 3;
+    const base = h2(k, 11) % fillPrompts;
+    const text = kind === 0 ? prompts.make(base) : kind === 1 ? prompts.make(7e6 + k, base, half) : prompts.make(8e6 + k);
+    const t = process.hrtime.bigint();
+    router.pick(POOL, { model: MODEL, promptText: text, promptTokens: tokens }, now, { dryRun: true });
+    dry[k] = Number(process.hrtime.bigint() - t) / 1000;
+  }
+  dry.sort();
+  const s = Float64Array.from(samples).sort();
+  const mean = s.reduce((a, b) => a + b, 0) / (s.length || 1);
+  return {
+    endpoints: o.endpoints,
+    indexed_blocks: filled,
+    index_nodes: stats.nodes ?? 0,
+    prompt_chars: o.promptChars,
+    picks: o.picks,
+    pick_us: { p50: round(percentileSorted(s, 0.5), 2), p90: round(percentileSorted(s, 0.9), 2), p99: round(percentileSorted(s, 0.99), 2), max: round(s[s.length - 1] ?? 0, 2), mean: round(mean, 2) },
+    pick_dry_run_us: { p50: round(percentileSorted(dry, 0.5), 2), p99: round(percentileSorted(dry, 0.99), 2) },
+    index_bytes_per_block: round((after - before) / Math.max(1, filled), 1),
+    index_bytes_per_block_estimate: stats.approxBytes ? round(stats.approxBytes / Math.max(1, stats.blocks), 1) : null,
+    heap_bytes: { before, after },
+    policy: o.policy,
+    gc_exposed: !!gc,
+  };
+}
+
+function settingsFrom(opts: Map<string, string>) {
+  return {
+    endpoints: numOpt(opts, 'endpoints', 64),
+    blocks: numOpt(opts, 'blocks', 200_000),
+    promptChars: numOpt(opts, 'prompt-chars', 16384),
+    picks: numOpt(opts, 'picks', 20_000),
+    policy: opts.get('policy') ?? 'scored',
+  };
+}
+
+/** Internal: runs in the `--expose-gc` child and prints the result as JSON on stdout. */
+export async function pickerChild(opts: Map<string, string>): Promise<void> {
+  process.stdout.write(JSON.stringify(measurePicker(settingsFrom(opts))) + '\n');
+}
+
+export async function runPicker(opts: Map<string, string>): Promise<void> {
+  const out = opts.get('out') ?? 'bench-out';
+  const s = settingsFrom(opts);
+  const args = ['--expose-gc', CLI, 'picker-child', '--endpoints', String(s.endpoints), '--blocks', String(s.blocks), '--prompt-chars', String(s.promptChars), '--picks', String(s.picks), '--policy', s.policy];
+  const text = await new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let buf = '';
+    child.stdout.on('data', (b) => { buf += b; });
+    const killer = setTimeout(() => child.kill('SIGKILL'), 300_000);
+    child.on('error', reject);
+    child.on('exit', (code) => { clearTimeout(killer); code === 0 ? resolve(buf) : reject(new Error(`picker child exited ${code}`)); });
+  });
+  const r = JSON.parse(text.trim().split('\n').pop()!) as PickerResult;
+  const target = { pick_us_p99_max: 20, met: r.pick_us.p99 <= 20 };
+  const file = writeResult(out, 'picker.json', 'picker', { ...s, node_flags: ['--expose-gc'], pick_mix: '1/3 repeat an indexed prompt, 1/3 share half of one, 1/3 new; each pick learns into the index as live' }, { ...r, target });
+  console.log(`picker: ${r.endpoints} endpoints, ${r.indexed_blocks} indexed blocks (${r.index_nodes} nodes), ${r.prompt_chars}-char prompts, policy ${r.policy}`);
+  console.log(`  pick µs: p50 ${r.pick_us.p50}  p90 ${r.pick_us.p90}  p99 ${r.pick_us.p99}  max ${r.pick_us.max}  (target p99 ≤ 20: ${target.met ? 'met' : 'NOT met'})`);
+  console.log(`  dry-run pick µs (decide only, no index learning): p50 ${r.pick_dry_run_us.p50}  p99 ${r.pick_dry_run_us.p99}`);
+  console.log(`  index bytes per block: ${r.index_bytes_per_block} measured (heap after − before, full GC)${r.index_bytes_per_block_estimate !== null ? `, ${r.index_bytes_per_block_estimate} by the index's own estimate` : ''}`);
+  console.log(`\nwrote ${file}`);
+}
