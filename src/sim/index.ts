@@ -6,7 +6,7 @@ export { simulateMain, SIMULATE_HELP } from './cli.js';
 export { runSimulation, runPolicy, scaleArrivals, profileFor, SIM_POLICIES } from './simulate.js';
 export type { SimulationOptions, SimPolicyName } from './simulate.js';
 export { runLoop, requestTokens } from './loop.js';
-export type { SimPolicy, PickContext, PickOutcome, LoopOptions } from './loop.js';
+export type { SimPolicy, PickContext, PickOutcome, LoopOptions, RequestRecord } from './loop.js';
 export { oraclePolicy } from './policies.js';
 export { generateWorkload, GENERATORS, DEFAULT_RATES } from './generators.js';
 export type { GeneratorName, GenerateOptions } from './generators.js';

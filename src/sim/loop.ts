@@ -44,6 +44,20 @@ export interface LoopOptions {
   profile: Partial<EngineProfile>;
   /** virtual ms between two scrapes of one endpoint (the pool's metrics.interval) */
   scrapeIntervalMs: number;
+  /** called once per request when it ends (completed, rejected or error), in virtual-time order */
+  record?: (rec: RequestRecord) => void;
+}
+
+/** One request's fate, for callers that compare per request (e.g. live vs simulated). */
+export interface RequestRecord {
+  index: number;
+  outcome: 'completed' | 'rejected' | 'error';
+  /** -1 when not dispatched */
+  endpoint: number;
+  ttftMs: number;
+  e2eMs: number;
+  cachedTokens: number;
+  outputTokens: number;
 }
 
 /** The token ids the engine sees for a request (tokenize(prompt) when a literal prompt is given). */
@@ -76,6 +90,18 @@ export function runLoop(
   const firstAt = new Float64Array(n).fill(NaN);
   const lastAt = new Float64Array(n).fill(NaN);
   const tickets: unknown[] = new Array(n);
+  const cachedOf = new Float64Array(n);
+  const record = opts.record;
+  const fate = (index: number, outcome: RequestRecord['outcome'], endAt: number, out = 0) =>
+    record?.({
+      index,
+      outcome,
+      endpoint: endpointOf[index],
+      ttftMs: Number.isNaN(firstAt[index]) ? NaN : firstAt[index] - requests[index].arrivalMs,
+      e2eMs: endAt - requests[index].arrivalMs,
+      cachedTokens: cachedOf[index],
+      outputTokens: out,
+    });
   const perEndpoint = new Array<number>(opts.endpoints).fill(0);
   const ttft = new Samples();
   const itl = new Samples();
@@ -127,6 +153,7 @@ export function runLoop(
             ttft.push(x.at - requests[i].arrivalMs);
             promptTokens += x.promptTokens;
             cachedTokens += x.cachedTokens;
+            cachedOf[i] = x.cachedTokens;
             policy.onFirstByte?.(tickets[i], x.at);
             break;
           case 'token':
@@ -143,6 +170,7 @@ export function runLoop(
             if (x.at > lastEnd) lastEnd = x.at;
             policy.onEnd?.(tickets[i], x.at, true);
             tickets[i] = undefined;
+            fate(i, 'completed', x.at, x.outputTokens);
             break;
           case 'preempted':
             preemptions++;
@@ -165,10 +193,12 @@ export function runLoop(
       const r = policy.pick({ index: i, req, tokens, now });
       if (r.kind === 'saturated') {
         rejected++;
+        fate(i, 'rejected', now);
         continue;
       }
       if (r.kind === 'unavailable') {
         errors++;
+        fate(i, 'error', now);
         continue;
       }
       const e = r.endpoint;
@@ -184,6 +214,7 @@ export function runLoop(
         errors++;
         policy.onEnd?.(r.ticket, now, true);
         tickets[i] = undefined;
+        fate(i, 'error', now);
         continue;
       }
       endpointOf[i] = e;

@@ -3,7 +3,7 @@ import type { EngineProfile } from '../engine/index.js';
 import { DEFAULT_PROFILE } from '../engine/index.js';
 import type { PolicyName } from '../config/schema.js';
 import { simConfig, type PoolSettings } from './config.js';
-import { runLoop } from './loop.js';
+import { runLoop, type LoopOptions } from './loop.js';
 import { oraclePolicy } from './policies.js';
 import { endpointName, routerPolicy } from './router-policy.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
@@ -61,14 +61,14 @@ export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
 export function runPolicy(
   policy: SimPolicyName,
   requests: readonly SimRequest[],
-  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number },
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record'] },
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
   const cfg = simConfig(names, models, opts.pool);
   const intervalMs = cfg.pools.sim.metrics.interval;
   const make = policy === 'oracle' ? oraclePolicy : routerPolicy(cfg, policy as PolicyName, opts.seed, opts.profile);
-  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: intervalMs });
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: intervalMs, record: opts.record });
 }
 
 export function runSimulation(opts: SimulationOptions): SimResult {

@@ -1,0 +1,87 @@
+// The simulator and the HTTP mock run the same engine: the same requests, sent to the same servers in the
+// same order, get the same cached prefixes and (within timer jitter) the same TTFT.
+import t from 'tap';
+import { Agent, request } from 'undici';
+import { startMockServers } from '../../src/mock/index.js';
+import { runLoop, traceRequestText, type RequestRecord, type SimRequest } from '../../src/sim/index.js';
+
+const TIME_SCALE = 2; // the mock runs twice as fast as real time
+const ENDPOINTS = 2;
+// Stated tolerance: |live − simulated| TTFT ≤ 30 ms + 10% (virtual ms) per request, and the mean
+// difference ≤ 15 ms: the live side adds HTTP parsing, timer lateness and event-loop jitter (× TIME_SCALE).
+const ABS_MS = 30;
+const REL = 0.1;
+const MEAN_MS = 15;
+
+function scenario(): SimRequest[] {
+  const groups = [[1, 2, 3, 4, 5, 6], [11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]];
+  const out: SimRequest[] = [];
+  for (let i = 0; i < 14; i++) {
+    const g = groups[i % 3];
+    const inputTokens = 1500 + ((i * 977) % 2500); // 1.5k–4k tokens: ~90–250 ms of prefill
+    const hashIds = [...g.slice(0, Math.ceil(inputTokens / 512) - 1), 1000 + i];
+    const prompt = traceRequestText(hashIds, inputTokens, 42);
+    out.push({ arrivalMs: i * 120 + (i % 4 === 0 ? 0 : 30), inputTokens, outputTokens: 12 + (i % 5) * 6, hashIds, prompt });
+  }
+  return out;
+}
+
+t.test('simulator and HTTP mock agree on a small scenario', async (t) => {
+  const reqs = scenario();
+  const sim: RequestRecord[] = [];
+  runLoop(
+    reqs,
+    () => ({ name: 'fixed', pick: (ctx) => ({ kind: 'ok', endpoint: ctx.index % ENDPOINTS }) }),
+    { endpoints: ENDPOINTS, profile: {}, scrapeIntervalMs: 100, record: (r) => sim.push(r) },
+  );
+  sim.sort((a, b) => a.index - b.index);
+  t.equal(sim.length, reqs.length);
+
+  const mocks = await startMockServers({ model: 'm', port: 0, count: ENDPOINTS, timeScale: TIME_SCALE });
+  t.teardown(() => mocks.close());
+  const agent = new Agent({ connections: 32 });
+  t.teardown(() => agent.close());
+
+  // warm up (JIT, connections) with unrelated prompts, then let the servers go idle
+  for (const ep of mocks.endpoints) {
+    const r = await request(`http://${ep}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'warm up '.repeat(64), max_tokens: 2 }), dispatcher: agent });
+    await r.body.text();
+  }
+  const t0 = performance.now();
+  const live = await Promise.all(
+    reqs.map(async (r, i) => {
+      const due = t0 + r.arrivalMs / TIME_SCALE;
+      await new Promise((res) => setTimeout(res, Math.max(0, due - performance.now())));
+      const sent = performance.now();
+      const res = await request(`http://${mocks.endpoints[i % ENDPOINTS]}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', prompt: r.prompt, max_tokens: r.outputTokens, stream: true, stream_options: { include_usage: true } }),
+        dispatcher: agent,
+      });
+      let first = NaN;
+      let text = '';
+      for await (const chunk of res.body) {
+        if (Number.isNaN(first) && chunk.includes('data:')) first = performance.now();
+        text += chunk.toString();
+      }
+      const usage = [...text.matchAll(/"usage":(\{.*?\}\})/g)].map((m) => JSON.parse(m[1]));
+      const u = usage[usage.length - 1];
+      return { status: res.statusCode, ttftMs: (first - sent) * TIME_SCALE, cached: u?.prompt_tokens_details?.cached_tokens, out: u?.completion_tokens, prompt: u?.prompt_tokens };
+    }),
+  );
+
+  let sumDiff = 0;
+  for (let i = 0; i < reqs.length; i++) {
+    const l = live[i];
+    const s = sim[i];
+    t.equal(l.status, 200);
+    t.equal(l.prompt, reqs[i].inputTokens, `#${i} prompt tokens`);
+    t.equal(l.out, s.outputTokens, `#${i} output tokens`);
+    t.equal(l.cached, s.cachedTokens, `#${i} cached tokens: live ${l.cached}, sim ${s.cachedTokens}`);
+    const diff = l.ttftMs - s.ttftMs;
+    sumDiff += Math.abs(diff);
+    t.ok(Math.abs(diff) <= ABS_MS + REL * s.ttftMs, `#${i} ttft live ${l.ttftMs.toFixed(1)} vs sim ${s.ttftMs.toFixed(1)} ms`);
+  }
+  t.ok(sumDiff / reqs.length <= MEAN_MS, `mean |diff| ${(sumDiff / reqs.length).toFixed(1)} ms`);
+});
