@@ -21,7 +21,7 @@ export function wrkScript(body: string): string {
 /** Parses wrk's `--latency` output. Exported for tests. */
 export function parseWrk(out: string): WrkResult {
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
-  const unit = (v: string, u: string): number => Number(v) * (u === 'us' ? 0.001 : u === 's' ? 1000 : u === 'm' ? 60000 : 1);
+  const unit = (v: string, u: string): number => (u === 'us' ? Number(v) / 1000 : Number(v) * (u === 's' ? 1000 : u === 'm' ? 60000 : 1));
   const pct = (p: string): number => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(out);
     return m ? unit(m[1], m[2]) : NaN;
