@@ -162,7 +162,11 @@ export async function mockMain(argv: string[]): Promise<number> {
     const stop = () => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
-      void servers.close().then(() => resolve(0));
+      void servers.close().then(() => {
+        // idle keep-alive connections can keep uWS's loop alive; this unref'd timer only fires if so
+        setTimeout(() => process.exit(process.exitCode ?? 0), 200).unref();
+        resolve(0);
+      });
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);

@@ -19,6 +19,7 @@ export interface MockOptions {
   prefillTokensPerS?: number;
   decodeMs?: number;
   decodeMsPerSeq?: number;
+  stepOverheadMs?: number;
   loraLoadMs?: number;
   maxModelLen?: number;
   /** any further engine profile overrides */
@@ -48,6 +49,7 @@ export function profileFromOptions(o: MockOptions): Partial<EngineProfile> {
   if (o.prefillTokensPerS !== undefined) p.prefillTokensPerS = o.prefillTokensPerS;
   if (o.decodeMs !== undefined) p.decodeMs = o.decodeMs;
   if (o.decodeMsPerSeq !== undefined) p.decodeMsPerSeq = o.decodeMsPerSeq;
+  if (o.stepOverheadMs !== undefined) p.stepOverheadMs = o.stepOverheadMs;
   if (o.loraLoadMs !== undefined) p.loraLoadMs = o.loraLoadMs;
   if (o.maxModelLen !== undefined) p.maxModelLen = o.maxModelLen;
   if ((p.loras?.length ?? 0) > 0 && p.maxLoras === undefined) p.maxLoras = 1;

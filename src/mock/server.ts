@@ -181,6 +181,9 @@ export class MockServer {
     }
     for (const r of [...this.hungMetrics]) r.close();
     this.hungMetrics.clear();
+    // close idle keep-alive connections too (present at run time in this uWS build, untyped)
+    const app = this.app as unknown as { close?: () => void };
+    if (typeof app.close === 'function') app.close();
   }
 
   snapshot(): EngineSnapshot {

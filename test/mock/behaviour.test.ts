@@ -203,3 +203,24 @@ t.test('LoRA residency shows in lora_requests_info', async (t) => {
   const st = JSON.parse(await (await request(`http://${ep}/mock/state`, { dispatcher: agent })).body.text());
   t.same(st.loraResident, ['b'], 'a evicted for b');
 });
+
+t.test('a client that does not read: output is held up to a bound, then the request is cut', async (t) => {
+  const { connect } = await import('node:net');
+  const ep = await start({ timeScale: 2000, decodeMs: 1, stepOverheadMs: 0 });
+  const [host, port] = ep.split(':');
+  const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 120000, stream: true });
+  const sock = connect(Number(port), host);
+  sock.on('error', () => undefined);
+  await new Promise<void>((r) => sock.on('connect', () => r()));
+  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: ${ep}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  sock.pause(); // never read
+  t.teardown(() => sock.destroy());
+  await waitFor('running', async () => JSON.parse(await (await request(`http://${ep}/mock/state`, { dispatcher: agent })).body.text()).running === 1);
+  const rss0 = process.memoryUsage().rss;
+  const st = await waitFor('cut off', async () => {
+    const s = JSON.parse(await (await request(`http://${ep}/mock/state`, { dispatcher: agent })).body.text());
+    return s.running === 0 && s;
+  }, 20000);
+  t.ok(st.generationTokensTotal < 120000, `stopped after ${st.generationTokensTotal} tokens`);
+  t.ok(process.memoryUsage().rss - rss0 < 200 * 1024 * 1024, 'memory bounded');
+});
