@@ -74,9 +74,9 @@ export function hashPrefixBlocks(
   const len = n * bc;
   if (enc && (bc & 1) === 0) {
     ensure(len * 2);
-    const src = text.length > len ? text.slice(0, len) : text;
-    // the scratch buffer is little-endian UTF-16, two chars per 32-bit word on every platform Node runs on
-    (scratch as Buffer).write(src, 0, len * 2, 'utf16le');
+    // the scratch buffer is little-endian UTF-16, two chars per 32-bit word on every platform Node runs on;
+    // write() stops after len chars, so no slice is made
+    (scratch as Buffer).write(text, 0, len * 2, 'utf16le');
     const w = words;
     const wpb = bc >> 1;
     for (let b = 0; b < n; b++) {

@@ -137,6 +137,11 @@ export class PoolRouter {
   private idBuf = new Int32Array(64);
   private chainBuf = new Uint32Array(256);
   private adapterSet = new Set<string>();
+  // reused per pick (pick is synchronous and never re-entered): no per-candidate garbage
+  private candPool: Cand[] = [];
+  private candView: Cand[] = [];
+  private ties: Cand[] = [];
+  private listBuf: EndpointState[] = [];
   private adaptersDirty = false;
 
   constructor(
@@ -273,7 +278,8 @@ export class PoolRouter {
     const cfg = this.cfg;
 
     // --- filters: excluded, ejected (unless all are), LoRA feasibility (unless none is feasible)
-    let list: EndpointState[] = [];
+    let list: EndpointState[] = this.listBuf;
+    list.length = 0;
     let ejected: EndpointState[] | null = null;
     for (const st of this.states) {
       if (input.exclude?.has(st.name)) {
@@ -310,7 +316,7 @@ export class PoolRouter {
     const ids = this.idBuf;
     for (let i = 0; i < list.length; i++) ids[i] = list[i].id;
     const match = this.matchBuf;
-    this.index.match(chain, ids.subarray(0, list.length), match);
+    this.index.match(chain, ids, match, list.length);
     const totalBlocks = chain.length;
     const promptTokens = Math.max(0, input.promptTokens);
     const cpt =
@@ -321,7 +327,10 @@ export class PoolRouter {
     // --- candidates with derived load figures
     const qd = cfg.saturation.queue_depth;
     const kvT = cfg.saturation.kv_cache;
-    const cands: Cand[] = new Array(list.length);
+    const pool = this.candPool;
+    while (pool.length < list.length) pool.push({ st: list[0], fresh: false, waiting: 0, running: 0, kv: 0, saturated: false, matched: 0, uncached: 0, cost: 0 });
+    const cands: Cand[] = this.candView;
+    cands.length = list.length;
     let allSaturated = true;
     for (let i = 0; i < list.length; i++) {
       const st = list[i];
@@ -337,7 +346,17 @@ export class PoolRouter {
       const foreign = fresh ? Math.max(0, st.sig!.waiting - Math.max(0, ownSeen)) : 0;
       const cost =
         st.pendingTokens + foreign * this.tuning.foreignPromptTokens + uncached + running * this.tuning.runCostTokens;
-      cands[i] = { st, fresh, waiting, running, kv, saturated, matched, uncached, cost };
+      const c = pool[i];
+      c.st = st;
+      c.fresh = fresh;
+      c.waiting = waiting;
+      c.running = running;
+      c.kv = kv;
+      c.saturated = saturated;
+      c.matched = matched;
+      c.uncached = uncached;
+      c.cost = cost;
+      cands[i] = c;
     }
     if (allSaturated) {
       const explain = wantExplain ? this.explainOf(policy, totalBlocks, cands, filtered!, null) : undefined;
@@ -436,7 +455,8 @@ export class PoolRouter {
     const wSum = wPrefix + w.queue + w.running + wKv + wLora + w.load;
     const c0 = this.tuning.idleCostTokens;
     let best = -Infinity;
-    let ties: Cand[] = [];
+    const ties = this.ties;
+    ties.length = 0;
     const rows: CandidateExplain[] | null = wantRows ? [] : null;
     for (const c of cands) {
       if (c.saturated) continue;
@@ -470,7 +490,8 @@ export class PoolRouter {
       }
       if (total > best + 1e-12) {
         best = total;
-        ties = [c];
+        ties.length = 0;
+        ties.push(c);
       } else if (total >= best - 1e-12) ties.push(c);
     }
     const chosen = ties.length === 1 ? ties[0] : ties[Math.min(ties.length - 1, Math.floor(this.random() * ties.length))];

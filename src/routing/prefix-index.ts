@@ -138,8 +138,8 @@ export class PrefixIndex {
    * Match a chain: writes into `out[ep]` the number of leading blocks endpoint `ep` has (0 for the
    * others among `eps`), and returns the deepest match over all endpoints.
    */
-  match(chain: ArrayLike<number>, eps: ArrayLike<number>, out: Int32Array): number {
-    for (let i = 0; i < eps.length; i++) out[eps[i]] = 0;
+  match(chain: ArrayLike<number>, eps: ArrayLike<number>, out: Int32Array, count = eps.length): number {
+    for (let i = 0; i < count; i++) out[eps[i]] = 0;
     const n = chain.length;
     if (n === 0 || this.total === 0) return 0;
     this.resetMemo(n);
@@ -147,7 +147,7 @@ export class PrefixIndex {
     if (deepest === 0) return 0;
     const first = this.lookup(0, chain);
     const deepNode = this.lookup(deepest - 1, chain);
-    for (let i = 0; i < eps.length; i++) {
+    for (let i = 0; i < count; i++) {
       const ep = eps[i];
       if (!this.has(first, ep)) continue;
       if (this.has(deepNode, ep)) {
