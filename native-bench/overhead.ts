@@ -65,6 +65,9 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     if (targets.includes('infergate')) {
       gw = await startGateway({
         dir, model: UPSTREAM_MODEL, endpoints: [`127.0.0.1:${upPort}`], policy: 'round_robin',
+        // One endpoint under wrk's closed loop: the gateway's own in-flight count is the queue, so load
+        // shedding (429) is turned off here; this measures the relay, not admission control.
+        pool: { saturation: { queue_depth: 1_000_000, kv_cache: 1 } },
         nodeArgs: doProfile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
       });
       urls.infergate = gw.url;
@@ -79,6 +82,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
           const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
           const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
           entries.push(e);
+          if (r.non2xx > 0) notes.push(`${t} ${m} c=${c}: ${r.non2xx} of ${r.requests} answers were not 2xx (their rate is in rps)`);
           process.stderr.write(`overhead ${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}\n`);
         }
       }
@@ -154,7 +158,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     for (const a of added) lines.push(`${String(a.mode).padEnd(5)} ${String(a.name).padEnd(10)} ${String(a.rate_rps).padStart(6)} ${String(a.added_p50_ms).padStart(9)} ${String(a.added_p99_ms).padStart(9)}  ${a.valid}`);
   }
   if (profile) {
-    lines.push('', `infergate CPU profile (${profile.total_ms} ms, idle ${profile.idle_pct}%): by area ${JSON.stringify(profile.by_area)}`);
+    lines.push('', `infergate CPU profile (${profile.total_ms} ms, idle ${profile.idle_pct}%; shares below are of busy time): by area ${JSON.stringify(profile.by_area)}`);
     for (const t of profile.top.slice(0, 15)) lines.push(`  ${String(t.self_pct).padStart(6)}%  ${t.function}  ${t.where}`);
   }
   for (const n of notes) lines.push(`note: ${n}`);

@@ -5,6 +5,7 @@ import { round } from './common.js';
 interface CpuNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number; children?: number[] }
 interface CpuProfile { nodes: CpuNode[]; startTime: number; endTime: number; samples?: number[]; timeDeltas?: number[] }
 
+/** self_pct: share of the busy (non-idle) samples */
 export interface TopFunction { function: string; where: string; self_pct: number; self_ms: number }
 
 export function topFunctions(file: string, limit = 25): { total_ms: number; idle_pct: number; top: TopFunction[]; by_area: Record<string, number> } {
@@ -36,12 +37,14 @@ export function topFunctions(file: string, limit = 25): { total_ms: number; idle
       : 'native/other';
     areas[area] = (areas[area] ?? 0) + hits;
   }
+  // Percentages are of busy (non-idle) samples: the profile spans the whole run, idle phases included.
+  const busy = Math.max(1, total - idle);
   const top = [...agg.values()]
     .filter((e) => e.fn !== '(idle)')
     .sort((a, b) => b.hits - a.hits)
     .slice(0, limit)
-    .map((e) => ({ function: e.fn, where: e.where, self_pct: round((100 * e.hits) / total, 2), self_ms: round(e.hits * msPerHit, 1) }));
+    .map((e) => ({ function: e.fn, where: e.where, self_pct: round((100 * e.hits) / busy, 2), self_ms: round(e.hits * msPerHit, 1) }));
   const byArea: Record<string, number> = {};
-  for (const [k, v] of Object.entries(areas)) byArea[k] = round((100 * v) / total, 2);
+  for (const [k, v] of Object.entries(areas)) if (k !== 'idle') byArea[k] = round((100 * v) / busy, 2);
   return { total_ms: round(totalMs, 1), idle_pct: round((100 * idle) / total, 2), top, by_area: byArea };
 }
