@@ -6,6 +6,86 @@
  *   hash is dropped — an LRU eviction;
  * - a request frees its blocks in reverse order, so its tail blocks are evicted before its prefix.
  */
+/**
+ * hash -> block id, open addressing with linear probing and backward-shift deletion over typed arrays
+ * (a JS Map with 53-bit double keys was the simulator's hot spot).
+ */
+export class BlockHashTable {
+  private keys: Float64Array;
+  private vals: Int32Array;
+  private mask: number;
+  size = 0;
+  constructor(expected: number) {
+    let cap = 16;
+    while (cap < expected * 2) cap *= 2;
+    this.keys = new Float64Array(cap);
+    this.vals = new Int32Array(cap).fill(-1);
+    this.mask = cap - 1;
+  }
+  private slot(key: number): number {
+    return ((key % 2097152) ^ Math.imul(Math.floor(key / 2097152) | 0, 0x9e3779b1)) & this.mask;
+  }
+  get(key: number): number {
+    const keys = this.keys, vals = this.vals, mask = this.mask;
+    for (let i = this.slot(key); ; i = (i + 1) & mask) {
+      const v = vals[i];
+      if (v < 0) return -1;
+      if (keys[i] === key) return v;
+    }
+  }
+  has(key: number): boolean {
+    return this.get(key) >= 0;
+  }
+  /** Insert if absent; returns false when present. */
+  setIfAbsent(key: number, val: number): boolean {
+    if (this.size * 2 >= this.keys.length) this.grow();
+    const keys = this.keys, vals = this.vals, mask = this.mask;
+    for (let i = this.slot(key); ; i = (i + 1) & mask) {
+      if (vals[i] < 0) {
+        keys[i] = key;
+        vals[i] = val;
+        this.size++;
+        return true;
+      }
+      if (keys[i] === key) return false;
+    }
+  }
+  delete(key: number): void {
+    const keys = this.keys, vals = this.vals, mask = this.mask;
+    let i = this.slot(key);
+    for (; ; i = (i + 1) & mask) {
+      if (vals[i] < 0) return;
+      if (keys[i] === key) break;
+    }
+    // backward-shift deletion
+    let j = i;
+    for (;;) {
+      j = (j + 1) & mask;
+      if (vals[j] < 0) break;
+      const home = this.slot(keys[j]);
+      // move j to i if home is not cyclically in (i, j]
+      if (i <= j ? home <= i || home > j : home <= i && home > j) {
+        keys[i] = keys[j];
+        vals[i] = vals[j];
+        i = j;
+      }
+    }
+    vals[i] = -1;
+    this.size--;
+  }
+  *values(): IterableIterator<number> {
+    for (let i = 0; i < this.vals.length; i++) if (this.vals[i] >= 0) yield this.vals[i];
+  }
+  private grow(): void {
+    const oldK = this.keys, oldV = this.vals;
+    this.keys = new Float64Array(oldK.length * 2);
+    this.vals = new Int32Array(oldK.length * 2).fill(-1);
+    this.mask = this.keys.length - 1;
+    this.size = 0;
+    for (let i = 0; i < oldV.length; i++) if (oldV[i] >= 0) this.setIfAbsent(oldK[i], oldV[i]);
+  }
+}
+
 export class BlockPool {
   readonly numBlocks: number;
   readonly refCnt: Int32Array;
@@ -17,7 +97,7 @@ export class BlockPool {
   /** Blocks with reference count 0 (free or cached-free). */
   numFree: number;
   /** hash -> block id of cached blocks (referenced or not). */
-  readonly cache = new Map<number, number>();
+  readonly cache: BlockHashTable;
   evictions = 0;
 
   constructor(numBlocks: number) {
@@ -33,6 +113,7 @@ export class BlockPool {
     this.head = numBlocks > 0 ? 0 : -1;
     this.tail = numBlocks - 1;
     this.numFree = numBlocks;
+    this.cache = new BlockHashTable(numBlocks);
   }
 
   private unlink(b: number): void {
@@ -91,9 +172,7 @@ export class BlockPool {
 
   /** Record that a block now holds the full block with hash `h` (first writer wins). */
   register(b: number, h: number): void {
-    if (this.cache.has(h)) return;
-    this.cache.set(h, b);
-    this.hashOf[b] = h;
+    if (this.cache.setIfAbsent(h, b)) this.hashOf[b] = h;
   }
 
   /** Number of leading hashes present in the cache, up to `maxBlocks`. */

@@ -329,12 +329,12 @@ export class Engine {
         const n = Math.min(seqLen - cached, budget);
         const newBlocks = Math.ceil((cached + n) / bs) - hit;
         let hitFree = 0;
-        for (let k = 0; k < hit; k++) if (pool.refCnt[pool.cache.get(r.hashes[k])!] === 0) hitFree++;
+        for (let k = 0; k < hit; k++) if (pool.refCnt[pool.cache.get(r.hashes[k])] === 0) hitFree++;
         if (newBlocks > pool.numFree - hitFree) break;
         // commit
         const blocks: number[] = new Array(hit);
         for (let k = 0; k < hit; k++) {
-          const b = pool.cache.get(r.hashes[k])!;
+          const b = pool.cache.get(r.hashes[k]);
           pool.touch(b);
           blocks[k] = b;
         }
