@@ -28,7 +28,7 @@ export interface GenerateOptions {
 export const DEFAULT_RATES: Record<GeneratorName, number> = {
   'shared-prefix': 6,
   'multi-turn': 8,
-  rag: 8,
+  rag: 4,
   'no-sharing': 8,
   'lora-mix': 6,
   burst: 2,

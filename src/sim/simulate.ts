@@ -67,7 +67,11 @@ export function runPolicy(
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
   const cfg = simConfig(names, models, opts.pool);
   const intervalMs = cfg.pools.sim.metrics.interval;
-  const make = policy === 'oracle' ? oraclePolicy : routerPolicy(cfg, policy as PolicyName, opts.seed, opts.profile);
+  const sat = cfg.pools.sim.saturation;
+  const make =
+    policy === 'oracle'
+      ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
+      : routerPolicy(cfg, policy as PolicyName, opts.seed, opts.profile);
   return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: intervalMs, record: opts.record });
 }
 
