@@ -1,5 +1,6 @@
 /**
- * --tune: a deterministic coordinate search over the scorer weights and the saturation thresholds for the
+ * --tune: a deterministic coordinate search over the scorer weights, the saturation thresholds and
+ * prefix.max_blocks (how deep the router looks) for the
  * lowest `scored` TTFT p99 on the given traffic. A candidate that rejects more requests than the defaults
  * do is penalised (shedding load is not a way to a better p99). Each evaluation is one full run.
  */
@@ -38,15 +39,26 @@ interface Point {
   scoring: Scoring;
   queueDepth: number;
   kvCache: number;
+  /** prefix.max_blocks: how deep into a prompt the router looks for shared prefixes */
+  maxBlocks: number;
 }
 
 export function tune(opts: TuneOptions): TuneResult {
   const budget = opts.budget ?? 40;
   const log = opts.log ?? (() => {});
   const base = simConfig([endpointName(0)], [], opts.pool).pools.sim;
-  const start: Point = { scoring: { ...base.scoring }, queueDepth: base.saturation.queue_depth, kvCache: base.saturation.kv_cache };
+  const start: Point = {
+    scoring: { ...base.scoring },
+    queueDepth: base.saturation.queue_depth,
+    kvCache: base.saturation.kv_cache,
+    maxBlocks: base.prefix.max_blocks,
+  };
   const settingsOf = (p: Point): PoolSettings =>
-    mergeSettings(opts.pool, { scoring: { ...p.scoring }, saturation: { queue_depth: p.queueDepth, kv_cache: p.kvCache } });
+    mergeSettings(opts.pool, {
+      scoring: { ...p.scoring },
+      saturation: { queue_depth: p.queueDepth, kv_cache: p.kvCache },
+      prefix: { max_blocks: p.maxBlocks },
+    });
   const n = opts.requests.length;
   let evaluations = 0;
   const seen = new Map<string, { run: RunResult; obj: number }>();
@@ -86,6 +98,7 @@ export function tune(opts: TuneOptions): TuneResult {
     }
     for (const c of [p.queueDepth * f, p.queueDepth / f]) out.push({ ...p, queueDepth: round3(Math.max(0.5, c)) });
     for (const c of [p.kvCache + 0.05 * f, p.kvCache - 0.05 * f]) out.push({ ...p, kvCache: round3(Math.min(1, Math.max(0.3, c))) });
+    for (const c of [p.maxBlocks * f * f, p.maxBlocks / f]) out.push({ ...p, maxBlocks: Math.min(65536, Math.max(16, Math.round(c))) });
     return out;
   };
 
@@ -112,6 +125,8 @@ export function tune(opts: TuneOptions): TuneResult {
     'saturation:',
     `  queue_depth: ${best.queueDepth}`,
     `  kv_cache: ${best.kvCache}`,
+    'prefix:',
+    `  max_blocks: ${best.maxBlocks}`,
   ].join('\n') + '\n';
   return {
     defaults: { settings: settingsOf(start), run: d.run },
