@@ -83,6 +83,7 @@ export function tune(opts: TuneOptions): TuneResult {
 
   const d = evaluate(start);
   baseRejected = d.run.rejected + d.run.errors;
+  d.obj = d.run.ttft_ms.p99; // the penalty is relative to the defaults' own rejections
   log(`tune: defaults ttft p99 ${d.run.ttft_ms.p99} ms`);
   let best = start;
   let bestEv = d;
