@@ -142,13 +142,15 @@ const pool = z.strictObject({
   prefix: z
     .strictObject({
       block_chars: z.number().int().min(8).max(65536).default(64),
-      max_blocks: z.number().int().min(1).max(65536).default(256),
+      max_blocks: z.number().int().min(1).max(65536).default(2048),
       capacity_blocks_per_endpoint: z.number().int().min(1).default(31250),
     })
     .prefault({}),
   saturation: z
     .strictObject({
+      /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. */
       queue_depth: z.number().min(0).default(5),
+      /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
       kv_cache: z.number().min(0).max(1).default(0.8),
       retry_after: z
         .union([z.literal('auto'), z.string(), z.number()])
@@ -186,56 +188,69 @@ export const configSchema = z
     models: z.array(modelRoute).min(1, 'at least one model must be listed'),
     pools: z.record(z.string().min(1), pool),
   })
-  .superRefine((cfg, ctx) => {
-    if (cfg.auth.mode === 'none' && !cfg.auth.allow_unauthenticated) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['auth', 'allow_unauthenticated'],
-        message: 'auth.mode "none" needs allow_unauthenticated: true (anyone who reaches the port can use every model)',
-      });
-    }
-    if (cfg.auth.mode === 'jwt') {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['auth', 'mode'],
-        message: 'auth.mode "jwt" is not available in this version yet; use mode: none with allow_unauthenticated: true',
-      });
-    }
-    const names = new Map<string, number>();
-    cfg.models.forEach((m, i) => {
-      if (names.has(m.name)) {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'name'], message: `model "${m.name}" is listed twice` });
-      }
-      names.set(m.name, i);
+  // Cross-key checks run even when some keys are invalid (when: always), so one run reports every problem;
+  // the value may then hold unparsed parts, hence the defensive reads.
+  .superRefine(crossChecks, { when: () => true });
+
+type RawModel = { name?: unknown; pool?: unknown; targets?: unknown; sticky?: unknown };
+
+function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
+  const c = (cfg ?? {}) as { auth?: { mode?: unknown; allow_unauthenticated?: unknown }; models?: unknown; pools?: unknown };
+  if (c.auth?.mode === 'none' && c.auth.allow_unauthenticated !== true) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['auth', 'allow_unauthenticated'],
+      message: 'auth.mode "none" needs allow_unauthenticated: true (anyone who reaches the port can use every model)',
     });
-    cfg.models.forEach((m, i) => {
-      if ((m.pool === undefined) === (m.targets === undefined)) {
-        ctx.addIssue({ code: 'custom', path: ['models', i], message: `model "${m.name}" needs exactly one of "pool" or "targets"` });
-      }
-      if (m.pool !== undefined && !(m.pool in cfg.pools)) {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'pool'], message: `pool "${m.pool}" is not defined under pools` });
-      }
-      if (m.sticky && !m.targets) {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'sticky'], message: 'sticky applies only to a model with targets' });
-      }
-      m.targets?.forEach((t, j) => {
-        const idx = names.get(t.model);
-        if (idx === undefined) {
-          ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" is not a model listed under models` });
-        } else if (cfg.models[idx].pool === undefined) {
-          ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" must be a model with a pool, not another alias` });
-        }
-      });
-      if (m.targets && m.targets.every((t) => t.weight === 0)) {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'targets'], message: 'at least one target needs a weight above 0' });
+  }
+  if (c.auth?.mode === 'jwt') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['auth', 'mode'],
+      message: 'auth.mode "jwt" is not available in this version yet; use mode: none with allow_unauthenticated: true',
+    });
+  }
+  const pools = c.pools !== null && typeof c.pools === 'object' ? (c.pools as Record<string, { endpoints?: unknown; discovery?: unknown }>) : {};
+  const models: RawModel[] = Array.isArray(c.models) ? (c.models as RawModel[]) : [];
+  const names = new Map<string, number>();
+  models.forEach((m, i) => {
+    if (typeof m?.name !== 'string') return;
+    if (names.has(m.name)) ctx.addIssue({ code: 'custom', path: ['models', i, 'name'], message: `model "${m.name}" is listed twice` });
+    names.set(m.name, i);
+  });
+  models.forEach((m, i) => {
+    if (m === null || typeof m !== 'object') return;
+    if ((m.pool === undefined) === (m.targets === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['models', i], message: `model "${String(m.name)}" needs exactly one of "pool" or "targets"` });
+    }
+    if (typeof m.pool === 'string' && !(m.pool in pools)) {
+      ctx.addIssue({ code: 'custom', path: ['models', i, 'pool'], message: `pool "${m.pool}" is not defined under pools` });
+    }
+    if (m.sticky !== undefined && m.targets === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['models', i, 'sticky'], message: 'sticky applies only to a model with targets' });
+    }
+    if (!Array.isArray(m.targets)) return;
+    const targets = m.targets as Array<{ model?: unknown; weight?: unknown }>;
+    targets.forEach((t, j) => {
+      if (typeof t?.model !== 'string') return;
+      const idx = names.get(t.model);
+      if (idx === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" is not a model listed under models` });
+      } else if (models[idx].pool === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'targets', j, 'model'], message: `target "${t.model}" must be a model with a pool, not another alias` });
       }
     });
-    for (const [name, p] of Object.entries(cfg.pools)) {
-      if (p.endpoints.length === 0 && !p.discovery) {
-        ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
-      }
+    if (targets.length > 0 && targets.every((t) => t?.weight === 0)) {
+      ctx.addIssue({ code: 'custom', path: ['models', i, 'targets'], message: 'at least one target needs a weight above 0' });
     }
   });
+  for (const [name, p] of Object.entries(pools)) {
+    const eps = p?.endpoints;
+    if ((eps === undefined || (Array.isArray(eps) && eps.length === 0)) && !p?.discovery) {
+      ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
+    }
+  }
+}
 
 export type Config = z.output<typeof configSchema>;
 export type PoolConfig = Config['pools'][string];

@@ -55,6 +55,10 @@ export const errors = {
     make(413, 'invalid_request_error', 'request_too_large', `The request body is larger than the limit of ${limit} bytes.`, {
       rejectReason: 'invalid',
     }),
+  headersTooLarge: (limit: number) =>
+    make(431, 'invalid_request_error', 'headers_too_large', `The request headers are larger than the limit of ${limit} bytes.`, {
+      rejectReason: 'invalid',
+    }),
   unsupportedMediaType: () =>
     make(415, 'invalid_request_error', 'unsupported_media_type', 'The request body must be JSON (Content-Type: application/json).', {
       rejectReason: 'invalid',

@@ -83,7 +83,9 @@ export class Exchange {
     const stickyHeaders = ctx.stickyHeaders;
     let requestId = '';
     let stickyValue: string | undefined;
+    let headerBytes = req.getMethod().length + req.getUrl().length + (req.getQuery() ?? '').length + 12;
     req.forEach((key, value) => {
+      headerBytes += key.length + value.length + 4;
       if (key === 'x-request-id') requestId = value;
       if (stickyHeaders.has(key)) stickyValue = value;
       if (!DROP_REQUEST_HEADERS.has(key)) this.fwdHeaders[key] = value;
@@ -99,6 +101,12 @@ export class Exchange {
 
     if (ctx.draining) {
       this.reject(errors.shuttingDown());
+      return;
+    }
+    // uWS bounds headers only when they span several reads; a whole header block in one read is not
+    // limited, so the limit is enforced here too.
+    if (headerBytes > ctx.config.limits.max_header_bytes) {
+      this.reject(errors.headersTooLarge(ctx.config.limits.max_header_bytes), true);
       return;
     }
     if (this.declaredLength > ctx.config.limits.max_body_bytes) {
@@ -337,7 +345,7 @@ export class Exchange {
         this.res.onWritable(() => {
           if (this.paused && !this.clientGone && this.phase !== 'done') {
             this.paused = false;
-            this.controller?.resume();
+            setImmediate(() => this.controller?.resume());
           }
           return true;
         });

@@ -10,6 +10,7 @@ import { Router } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
 import { errorBody, errors, type ApiError } from './errors.js';
+import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
 import { loadUws, type Uws } from './uws.js';
@@ -29,6 +30,7 @@ export class Gateway implements GatewayContext {
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
+  private discovery: Discovery | undefined;
   private uws: Uws | undefined;
   private sockets: us_listen_socket[] = [];
   private drainWaiter: (() => void) | undefined;
@@ -59,6 +61,11 @@ export class Gateway implements GatewayContext {
     const adminApp = uws.App();
     this.adminRoutes(adminApp);
     const adminPort = await this.listenOn(adminApp, admin.host, admin.port);
+    this.discovery = new Discovery(this.config, this.router, this.logger, () => {
+      const all = new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
+      this.upstreams.retain(all);
+    });
+    await this.discovery.start();
     this.scraper = new Scraper(this.router, this.config, this.logger);
     this.scraper.start();
     if (this.config.auth.mode === 'none') {
@@ -87,8 +94,8 @@ export class Gateway implements GatewayContext {
   }
 
   private routes(app: TemplatedApp): void {
-    app.post('/v1/chat/completions', (res, req) => void new Exchange(this, res, req, 'chat'));
-    app.post('/v1/completions', (res, req) => void new Exchange(this, res, req, 'completions'));
+    app.post('/v1/chat/completions', (res, req) => this.guard(res, () => new Exchange(this, res, req, 'chat')));
+    app.post('/v1/completions', (res, req) => this.guard(res, () => new Exchange(this, res, req, 'completions')));
     app.get('/v1/models', (res) => {
       const created = Math.floor(Date.now() / 1000);
       const data = this.router.models().map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
@@ -101,6 +108,20 @@ export class Gateway implements GatewayContext {
       const e = known.has(url) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url);
       sendError(res, e);
     });
+  }
+
+  /** A bug in one request's handling answers 500 to that request and is logged; it never stops the process. */
+  private guard(res: HttpResponse, handle: () => unknown): void {
+    try {
+      handle();
+    } catch (err) {
+      this.logger.error({ err }, 'request handler failed');
+      try {
+        sendError(res, errors.internal());
+      } catch {
+        // the response was already ended or aborted
+      }
+    }
   }
 
   private adminRoutes(app: TemplatedApp): void {
@@ -136,9 +157,10 @@ export class Gateway implements GatewayContext {
   private endpointStates(): Array<[string, string, number, number]> {
     const now = Date.now();
     const out: Array<[string, string, number, number]> = [];
-    const dbg = this.router.debugPools(now) as { pools?: Array<{ name: string; endpoints: Array<{ endpoint: string; in_flight: number; age_ms: number | null }> }> };
-    for (const pool of dbg.pools ?? []) {
-      for (const ep of pool.endpoints) out.push([pool.name, ep.endpoint, ep.in_flight, ep.age_ms === null ? NaN : ep.age_ms / 1000]);
+    for (const name of this.router.pools()) {
+      for (const ep of this.router.pool(name)?.debug(now).endpoints ?? []) {
+        out.push([name, ep.endpoint, ep.in_flight, ep.age_ms === null ? NaN : ep.age_ms / 1000]);
+      }
     }
     return out;
   }
@@ -159,6 +181,7 @@ export class Gateway implements GatewayContext {
         };
       });
     }
+    this.discovery?.stop();
     await this.scraper?.stop();
     await this.upstreams.close();
   }

@@ -43,7 +43,7 @@ t.test('problems are reported with key path and line, exit 1', async (t) => {
   const p = runCli(['check-config', bad]);
   t.equal(await p.exited(), 1);
   const err = p.stderr();
-  t.match(err, /bad\.yaml:4: auth\.allow_unauthenticated: .*allow_unauthenticated: true/, 'mode none without allow_unauthenticated (line of auth.mode block)');
+  t.match(err, /bad\.yaml:3: auth\.allow_unauthenticated: .*allow_unauthenticated: true/, "mode none without allow_unauthenticated, at the auth block");
   t.match(err, /bad\.yaml:6: limits\.max_body_bytes: not a size/);
   t.match(err, /bad\.yaml:9: models\.0\.pool: pool "missing" is not defined/);
   t.match(err, /bad\.yaml:14: pools\.p\.metrics\.interval: not a duration/);

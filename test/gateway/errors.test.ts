@@ -76,7 +76,7 @@ t.test('413: body over the limit, by Content-Length or while streaming', async (
     let got = '';
     sock.on('data', (d) => (got += d.toString()));
     sock.on('close', () => resolve(got));
-    sock.on('error', reject);
+    sock.on('error', () => undefined); // the gateway may close while we still write: EPIPE is expected
     sock.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
     const piece = Buffer.alloc(16 * 1024, 'b');
     let sent = 0;

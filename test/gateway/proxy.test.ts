@@ -27,7 +27,8 @@ t.test('SSE answer reaches the client byte for byte, usage chunk included', asyn
 });
 
 t.test('non-streaming JSON answer passes through with its length', async (t) => {
-  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  up.behaviour = (_req, res) =>
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(CHAT_JSON) }).end(CHAT_JSON);
   const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
   t.equal(res.statusCode, 200);
   t.equal(res.headers['content-length'], String(Buffer.byteLength(CHAT_JSON)));
