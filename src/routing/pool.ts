@@ -32,6 +32,8 @@ export interface Tuning {
   ejectMaxMs: number;
   /** chars per token when only prefixBlocks (no text) are given */
   charsPerToken: number;
+  /** the prefix index keeps every indexStride-th block (see PrefixIndexOptions.stride) */
+  indexStride: number;
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -42,6 +44,7 @@ export const DEFAULT_TUNING: Tuning = {
   ejectBaseMs: 5_000,
   ejectMaxMs: 60_000,
   charsPerToken: 4,
+  indexStride: 4,
 };
 
 export interface PoolRouterOptions {
@@ -153,7 +156,7 @@ export class PoolRouter {
     this.cfg = cfg;
     this.random = opts.random ?? Math.random;
     this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
-    this.index = new PrefixIndex({ capacityPerEndpoint: cfg.prefix.capacity_blocks_per_endpoint });
+    this.index = new PrefixIndex({ capacityPerEndpoint: cfg.prefix.capacity_blocks_per_endpoint, stride: this.tuning.indexStride });
     this.setEndpoints(endpoints);
   }
 
