@@ -345,7 +345,7 @@ export class Exchange {
         this.res.onWritable(() => {
           if (this.paused && !this.clientGone && this.phase !== 'done') {
             this.paused = false;
-            setImmediate(() => this.controller?.resume());
+            this.controller?.resume();
           }
           return true;
         });

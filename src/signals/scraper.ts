@@ -13,6 +13,8 @@ import type { Config } from '../config/schema.js';
 import type { EndpointSignals } from '../routing/types.js';
 import { adaptersFromModels, signalsFromMetrics, type Engine } from './engines.js';
 
+const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;
+
 export interface ScrapeTarget {
   pools(): string[];
   endpoints(pool: string): string[];
@@ -154,8 +156,18 @@ export class Scraper {
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
-    const text = await res.body.text();
-    return { status: res.statusCode, text };
+    // A metrics page is tens of KB; a misbehaving endpoint must not make the gateway buffer megabytes.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_SCRAPE_BYTES) {
+        res.body.destroy();
+        throw new Error(`answer larger than ${MAX_SCRAPE_BYTES} bytes`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return { status: res.statusCode, text: Buffer.concat(chunks, size).toString('utf8') };
   }
 
   /** One scrape of one endpoint; resolves always. Exposed for tests. */

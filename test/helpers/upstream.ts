@@ -25,7 +25,10 @@ export interface TestUpstream {
 export async function startUpstream(behaviour: Behaviour): Promise<TestUpstream> {
   const up: TestUpstream = { endpoint: '', received: [], behaviour, close: async () => undefined };
   const server: Server = createServer((req, res) => {
-    if (req.url === '/metrics') {
+    // Only inference calls get the test's behaviour; the gateway's own polling (/metrics, /v1/models)
+    // gets a 404, so it never shares a test's counters or its large bodies.
+    if (req.method !== 'POST') {
+      req.resume();
       res.writeHead(404).end();
       return;
     }
