@@ -68,6 +68,7 @@ export class Exchange {
   private sse = false;
   private buffered: Buffer[] | null = null;
   private firstByteAt = 0;
+  private series: ReturnType<GatewayContext['metrics']['streamSeries']> | undefined;
   private lastChunkAt = 0;
   private paused = false;
   private writableHooked = false;
@@ -225,7 +226,7 @@ export class Exchange {
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
     );
-    this.ctx.metrics.pickDuration.observe({ pool: this.pool, policy: this.ctx.config.pools[this.pool].policy }, (performance.now() - t0) / 1000);
+    this.ctx.metrics.pickObserved(this.pool, this.ctx.config.pools[this.pool].policy, (performance.now() - t0) / 1000);
     if (pick.kind === 'saturated') {
       if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
         this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, decision: 'saturated', explain: pick.explain }, 'pick');
@@ -322,9 +323,10 @@ export class Exchange {
     if (this.firstByteAt === 0) {
       this.firstByteAt = now;
       if (this.ticket) this.ctx.router.onFirstByte(this.ticket, Date.now());
-      this.ctx.metrics.ttft.observe({ model: this.modelLabel, pool: this.pool }, (now - this.started) / 1000);
+      this.series = this.ctx.metrics.streamSeries(this.modelLabel, this.pool);
+      this.series.ttft.observe((now - this.started) / 1000);
     } else if (this.sse) {
-      this.ctx.metrics.itl.observe({ model: this.modelLabel, pool: this.pool }, (now - this.lastChunkAt) / 1000);
+      this.series!.itl.observe((now - this.lastChunkAt) / 1000);
     }
     this.lastChunkAt = now;
     if (this.buffered) {
@@ -468,9 +470,7 @@ export class Exchange {
     this.endAttempt(outcome);
     this.ctx.inFlight--;
     const seconds = (performance.now() - this.started) / 1000;
-    const labels = { model: this.pool ? this.modelLabel : '', pool: this.pool, code: String(code) };
-    this.ctx.metrics.requests.inc(labels);
-    this.ctx.metrics.duration.observe(labels, seconds);
+    this.ctx.metrics.requestDone(this.pool ? this.modelLabel : '', this.pool, code, seconds);
     if (this.ctx.config.logging.access_log) {
       this.ctx.logger.info(
         {

@@ -25,6 +25,37 @@ export class GatewayMetrics {
   readonly pickDuration: client.Histogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
 
+  /** Label children looked up once per label set: prom-client hashes the label object on every call otherwise. */
+  private readonly children = new Map<string, unknown>();
+
+  private child<T>(key: string, make: () => T): T {
+    let c = this.children.get(key) as T | undefined;
+    if (c === undefined) {
+      c = make();
+      this.children.set(key, c);
+    }
+    return c;
+  }
+
+  /** Per (model, pool): the TTFT and ITL series of the hot path. */
+  streamSeries(model: string, pool: string): { ttft: client.Histogram.Internal<'model' | 'pool'>; itl: client.Histogram.Internal<'model' | 'pool'> } {
+    return this.child(`s\0${model}\0${pool}`, () => ({ ttft: this.ttft.labels(model, pool), itl: this.itl.labels(model, pool) }));
+  }
+
+  /** Counts one finished request and its duration. */
+  requestDone(model: string, pool: string, code: number, seconds: number): void {
+    const c = this.child(`r\0${model}\0${pool}\0${code}`, () => {
+      const labels = { model, pool, code: String(code) };
+      return { count: this.requests.labels(labels), duration: this.duration.labels(labels) };
+    });
+    c.count.inc();
+    c.duration.observe(seconds);
+  }
+
+  pickObserved(pool: string, policy: string, seconds: number): void {
+    this.child(`p\0${pool}\0${policy}`, () => this.pickDuration.labels(pool, policy)).observe(seconds);
+  }
+
   constructor(source: EndpointGaugeSource, opts: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (opts.processMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'infergate_' });
