@@ -241,6 +241,12 @@ export class Exchange {
     if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
       this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, endpoint: pick.endpoint, explain: pick.explain }, 'pick');
     }
+    const shadow = this.ctx.config.pools[this.pool].shadow_policy;
+    if (shadow && this.attempts === 0) {
+      // Decide with the shadow policy too, without dispatching or learning, and count agreement.
+      const alt = this.ctx.router.pick(this.pool, { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
+      this.ctx.metrics.shadowPick(this.pool, shadow, alt.kind === 'ok' ? (alt.endpoint === pick.endpoint ? 'same' : 'different') : alt.kind);
+    }
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
     this.attempts++;

@@ -24,6 +24,7 @@ export class GatewayMetrics {
   readonly retries: client.Counter<'pool'>;
   readonly pickDuration: client.Histogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
+  readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
 
   /** Label children looked up once per label set: prom-client hashes the label object on every call otherwise. */
   private readonly children = new Map<string, unknown>();
@@ -50,6 +51,10 @@ export class GatewayMetrics {
     });
     c.count.inc();
     c.duration.observe(seconds);
+  }
+
+  shadowPick(pool: string, policy: string, outcome: string): void {
+    this.child(`h\0${pool}\0${policy}\0${outcome}`, () => this.shadowPicks.labels(pool, policy, outcome)).inc();
   }
 
   pickObserved(pool: string, policy: string, seconds: number): void {
@@ -94,6 +99,11 @@ export class GatewayMetrics {
     this.configReloads = new client.Counter({
       name: 'infergate_config_reloads_total', help: 'Configuration reloads, by result.',
       labelNames: ['result'], registers,
+    });
+    this.shadowPicks = new client.Counter({
+      name: 'infergate_shadow_picks_total',
+      help: 'Decisions of a pool\'s shadow_policy next to the serving one: same or different endpoint (or saturated/unavailable).',
+      labelNames: ['pool', 'policy', 'outcome'], registers,
     });
     new client.Gauge({
       name: 'infergate_endpoint_in_flight', help: 'Requests the gateway has in flight on each endpoint.',
