@@ -4,6 +4,8 @@
  * Messages never name a backend address and never carry a stack trace.
  */
 
+import { STATUS_CODES } from 'node:http';
+
 export interface ApiError {
   status: number;
   statusText: string;
@@ -17,15 +19,10 @@ export interface ApiError {
   rejectReason?: 'saturated' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid';
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
-  408: 'Request Timeout', 411: 'Length Required', 413: 'Payload Too Large', 415: 'Unsupported Media Type',
-  429: 'Too Many Requests', 431: 'Request Header Fields Too Large', 500: 'Internal Server Error',
-  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
-};
-
-export function statusLine(status: number, fallback = ''): string {
-  return `${status} ${STATUS_TEXT[status] ?? fallback ?? ''}`.trimEnd();
+/** "200 OK": uWS needs the reason phrase with the code. */
+export function statusLine(status: number): string {
+  const reason = STATUS_CODES[status];
+  return reason ? `${status} ${reason}` : `${status} Unknown`;
 }
 
 function make(status: number, type: string, code: string, message: string, extra: Partial<ApiError> = {}): ApiError {

@@ -25,7 +25,7 @@ const DROP_REQUEST_HEADERS = new Set([
 /** Response headers not passed back: hop-by-hop ones and framing, which uWS writes itself. */
 const DROP_RESPONSE_HEADERS = new Set([
   'connection', 'keep-alive', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding',
-  'upgrade', 'content-length', 'date', 'x-request-id',
+  'upgrade', 'content-length', 'date', 'x-request-id', 'uwebsockets',
 ]);
 
 /** Non-streamed answers up to this size are sent with a Content-Length in one write. */
@@ -429,7 +429,7 @@ export class Exchange {
 
   private writeHead(status: number, headers: Array<[string, string]>): void {
     this.headersSent = true;
-    this.res.writeStatus(statusLine(status, 'Unknown'));
+    this.res.writeStatus(statusLine(status));
     for (const [k, v] of headers) this.res.writeHeader(k, v);
     this.res.writeHeader('x-request-id', this.requestId);
     if (this.ctx.config.debug_headers && this.endpoint) this.res.writeHeader('x-infergate-endpoint', this.endpoint);

@@ -75,6 +75,22 @@ t.test('an alias is rewritten to its target model', async (t) => {
   t.equal(JSON.parse(up.received.at(-1)!.body).model, 'test-model');
 });
 
+t.test('status lines carry the standard reason phrase; one uWebSockets header, not two', async (t) => {
+  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json', uwebsockets: '20' }).end(CHAT_JSON);
+  const { request: httpRequest } = await import('node:http');
+  const url = new URL(`${gw.url}/v1/chat/completions`);
+  const got = await new Promise<{ msg: string; raw: string[] }>((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST' }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ msg: res.statusMessage ?? '', raw: res.rawHeaders }));
+    });
+    req.on('error', reject);
+    req.end(chatBody());
+  });
+  t.equal(got.msg, 'OK');
+  t.equal(got.raw.filter((h) => h.toLowerCase() === 'uwebsockets').length, 1);
+});
+
 t.test('GET /v1/models lists models and aliases in OpenAI shape', async (t) => {
   const res = await request(`${gw.url}/v1/models`);
   t.equal(res.statusCode, 200);
