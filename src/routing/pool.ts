@@ -74,6 +74,11 @@ export class EndpointState {
   ejections = 0;
   ejectedUntil = -Infinity;
   lastFirstByteAt = -Infinity;
+  /** since when the endpoint has worked on its current head pending request (pending > 0) */
+  busySince = 0;
+  /** observed prefill speed: EWMA sums of uncached tokens and the time they took at the head (ms) */
+  prefillTok = 0;
+  prefillMs = 0;
   /** first bytes per second (EWMA): how fast this endpoint drains its queue */
   drainRate = 0;
   removed = false;
@@ -91,6 +96,7 @@ class RTicket implements Ticket {
     readonly st: EndpointState,
     readonly tokens: number,
     readonly epoch: number,
+    readonly at: number,
     readonly owner: PoolRouter | null,
   ) {}
 }
@@ -104,6 +110,8 @@ interface Cand {
   saturated: boolean;
   matched: number;
   uncached: number;
+  /** prefill work queued ahead of this request, in prompt tokens */
+  ahead: number;
   cost: number;
 }
 
@@ -266,12 +274,23 @@ export class PoolRouter {
     return st.sig !== null && now - st.sigAt <= this.cfg.metrics.stale_after;
   }
 
+  /**
+   * Uncached prompt tokens of our pending requests still to prefill: their sum, less what the endpoint has
+   * likely done on the head request since it got there (its observed prefill speed × the time).
+   */
+  private queuedTokens(st: EndpointState, now: number): number {
+    if (st.pending === 0 || st.prefillMs <= 0) return st.pendingTokens;
+    const done = (st.prefillTok / st.prefillMs) * Math.max(0, now - st.busySince);
+    return Math.max(0, st.pendingTokens - done);
+  }
+
   /** Waiting requests on an endpoint: fresh metrics plus what we sent since, or our own accounting. */
   private waitingEstimate(st: EndpointState, fresh: boolean): number {
     // of our pending requests, about one is being prefilled and the rest wait
-    const own = Math.max(0, st.pending - 1);
-    if (!fresh) return own;
-    return Math.max(st.sig!.waiting + Math.max(0, st.sinceScrape - (st.sig!.waiting === 0 ? 1 : 0)), own);
+    if (!fresh) return Math.max(0, st.pending - 1);
+    // fresh: the scrape saw our earlier requests (waiting, or already running: with chunked prefill several
+    // prefill at once), so only those sent since are added
+    return st.sig!.waiting + Math.max(0, st.sinceScrape - (st.sig!.waiting === 0 ? 1 : 0));
   }
 
   pick(input: PickInput, now: number, opts: PickOptions = {}): PickResult {
@@ -331,7 +350,7 @@ export class PoolRouter {
     const qd = cfg.saturation.queue_depth;
     const kvT = cfg.saturation.kv_cache;
     const pool = this.candPool;
-    while (pool.length < list.length) pool.push({ st: list[0], fresh: false, waiting: 0, running: 0, kv: 0, saturated: false, matched: 0, uncached: 0, cost: 0 });
+    while (pool.length < list.length) pool.push({ st: list[0], fresh: false, waiting: 0, running: 0, kv: 0, saturated: false, matched: 0, uncached: 0, ahead: 0, cost: 0 });
     const cands: Cand[] = this.candView;
     cands.length = list.length;
     let allSaturated = true;
@@ -347,8 +366,8 @@ export class PoolRouter {
       const uncached = Math.max(0, promptTokens - (matched * bc) / cpt);
       const ownSeen = st.pending - st.sinceScrape; // our pending requests the last scrape could see
       const foreign = fresh ? Math.max(0, st.sig!.waiting - Math.max(0, ownSeen)) : 0;
-      const cost =
-        st.pendingTokens + foreign * this.tuning.foreignPromptTokens + uncached + running * this.tuning.runCostTokens;
+      const ahead = this.queuedTokens(st, now) + foreign * this.tuning.foreignPromptTokens;
+      const cost = ahead + uncached + running * this.tuning.runCostTokens;
       const c = pool[i];
       c.st = st;
       c.fresh = fresh;
@@ -358,6 +377,7 @@ export class PoolRouter {
       c.saturated = saturated;
       c.matched = matched;
       c.uncached = uncached;
+      c.ahead = ahead;
       c.cost = cost;
       cands[i] = c;
     }
@@ -404,11 +424,11 @@ export class PoolRouter {
     if (explain) explain.winner = chosen.st.name;
 
     const st = chosen.st;
-    const ticket = new RTicket(st.name, this.name, st, chosen.uncached, st.epoch, opts.dryRun ? null : this);
+    const ticket = new RTicket(st.name, this.name, st, chosen.uncached, st.epoch, now, opts.dryRun ? null : this);
     if (!opts.dryRun) {
       ticket.phase = 0;
       st.inFlight++;
-      st.pending++;
+      if (st.pending++ === 0) st.busySince = now;
       st.pendingTokens += chosen.uncached;
       st.sinceScrape++;
       if (totalBlocks > 0) this.index.insert(chain, st.id, now);
@@ -433,10 +453,10 @@ export class PoolRouter {
   ): { chosen: Cand; rows: CandidateExplain[] | null } {
     const w = this.cfg.scoring;
     let anyFresh = false;
-    let minWait = Infinity;
     let minRun = Infinity;
     let minLoad = Infinity;
     let minCost = Infinity;
+    let minAhead = Infinity;
     let kvSum = 0;
     let kvN = 0;
     for (const c of cands) {
@@ -446,10 +466,10 @@ export class PoolRouter {
         kvSum += 1 - c.kv;
         kvN++;
       }
-      if (c.waiting < minWait) minWait = c.waiting;
       if (c.running < minRun) minRun = c.running;
       if (c.st.inFlight < minLoad) minLoad = c.st.inFlight;
       if (c.cost < minCost) minCost = c.cost;
+      if (c.ahead < minAhead) minAhead = c.ahead;
     }
     const kvNeutral = kvN > 0 ? kvSum / kvN : 0.5;
     const wPrefix = totalBlocks > 0 ? w.prefix : 0;
@@ -464,7 +484,7 @@ export class PoolRouter {
     for (const c of cands) {
       if (c.saturated) continue;
       const sPrefix = totalBlocks > 0 ? c.matched / totalBlocks : 0;
-      const sQueue = (minWait + 1) / (c.waiting + 1);
+      const sQueue = (minAhead + c0) / (c.ahead + c0);
       const sRun = (minRun + 1) / (c.running + 1);
       const sKv = c.fresh ? Math.max(0, Math.min(1, 1 - c.kv)) : kvNeutral;
       const sLora = adapter !== null ? this.loraScore(c, adapter) : 0;
@@ -558,6 +578,13 @@ export class PoolRouter {
     const tk = t as RTicket;
     if (!(tk instanceof RTicket) || tk.phase !== 0) return;
     const st = tk.st;
+    // prefill speed: this request was at the head since the later of its dispatch and the previous first byte
+    const headMs = now - Math.max(st.busySince, tk.at);
+    if (headMs > 0) {
+      st.prefillTok = 0.9 * st.prefillTok + tk.tokens;
+      st.prefillMs = 0.9 * st.prefillMs + headMs;
+    }
+    st.busySince = now;
     st.pending--;
     st.pendingTokens -= tk.tokens;
     if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);
