@@ -1,0 +1,101 @@
+// `infergate demo` as a newcomer meets it: it starts, prints a curl command, that command (pasted into a
+// shell, run with the real curl) streams an answer, running it again lands on the same pod, and Ctrl-C
+// (SIGINT) stops everything with exit 0.
+import t from 'tap';
+import type { Test } from 'tap';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { todo, runCli, type Proc } from './support.js';
+import { ROOT, tempDir, freePort } from '../helpers/process.js';
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
+  });
+}
+
+/** Runs a command line in sh, as a user pasting it would; resolves with its exit code and stdout. */
+function sh(cmd: string, ms = 15_000): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((res, rej) => {
+    const child = spawn('sh', ['-c', cmd], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      rej(new Error(`${cmd.slice(0, 80)}… did not finish within ${ms} ms`));
+    }, ms);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      res({ code, out, err });
+    });
+  });
+}
+
+async function exercise(t: Test, demo: Proc) {
+  t.teardown(() => demo.kill('SIGKILL'));
+  const [, cmd] = await demo.waitFor(/^ {2}(curl -sN [^]*?-d '[^']*')$/m, 20_000);
+  t.match(demo.stdout(), /^listening on http:\/\/127\.0\.0\.1:\d+$/m, 'prints the listening line');
+  t.equal((demo.stdout().match(/^mock vLLM server on /gm) ?? []).length, 4, 'four mock servers');
+  const endpoints: string[] = [];
+  const cached: number[] = [];
+  for (let run = 0; run < 2; run++) {
+    const r = await sh(cmd);
+    t.equal(r.code, 0, `curl run ${run + 1} exits 0`);
+    const [head, body = ''] = r.out.split(/\r\n\r\n/, 2).length === 2 ? [r.out.slice(0, r.out.indexOf('\r\n\r\n')), r.out.slice(r.out.indexOf('\r\n\r\n') + 4)] : [r.out];
+    t.match(head, /^HTTP\/1\.1 200/, 'status 200');
+    t.match(head, /\r\ncontent-type: text\/event-stream/i, 'an SSE answer');
+    const events = body.split('\n\n').filter((e) => e.startsWith('data: '));
+    t.ok(events.length > 3, `${events.length} SSE events`);
+    t.equal(events.at(-1), 'data: [DONE]', 'ends with data: [DONE]');
+    const text = events.slice(0, -1).map((e) => (JSON.parse(e.slice(6)) as { choices: Array<{ delta?: { content?: string } }> }).choices[0]?.delta?.content ?? '').join('');
+    t.ok(text.trim().length > 0, `text arrived: ${JSON.stringify(text.slice(0, 40))}…`);
+    endpoints.push(/\r\nx-infergate-endpoint: (\S+)/i.exec(head)?.[1] ?? '');
+    cached.push(Number(/"cached_tokens":(\d+)/.exec(body)?.[1] ?? NaN));
+  }
+  // the demo prints "run it twice: the second answer comes from the same pod, whose cache holds the prompt"
+  await t.test(
+    'the second run comes from the same pod, served from its cache',
+    { todo: todo('product bug: since the prefix index keeps every 4th block (stride 4), prompts under 4 x 64 chars, like the demo\'s 74-char one, get no affinity') },
+    async (t) => {
+      t.equal(endpoints[1], endpoints[0], `second run: ${endpoints[1]}, first: ${endpoints[0]}`);
+      t.ok(cached[1] > 0, `cached_tokens ${cached[0]} then ${cached[1]}`);
+    },
+  );
+  demo.child.kill('SIGINT');
+  t.equal(await demo.exited(10_000), 0, 'SIGINT: exit 0');
+}
+
+t.test('demo with its config on free ports (--config)', async (t) => {
+  // config/demo.yaml with the ports moved: 4 consecutive free ones for the mocks, any for the listeners
+  let base = 0;
+  for (let i = 0; i < 20 && base === 0; i++) {
+    const p = await freePort();
+    if (p + 3 < 65536 && (await Promise.all([1, 2, 3].map((k) => portFree(p + k)))).every(Boolean)) base = p;
+  }
+  const cfg = parse(readFileSync(join(ROOT, 'config', 'demo.yaml'), 'utf8')) as Record<string, any>;
+  cfg.listen.port = 0;
+  cfg.admin.port = 0;
+  cfg.logging = { ...cfg.logging, level: 'warn', access_log: false };
+  const pool = Object.values(cfg.pools)[0] as { endpoints: string[] };
+  pool.endpoints = [0, 1, 2, 3].map((k) => `127.0.0.1:${base + k}`);
+  const file = join(tempDir(), 'demo.yaml');
+  writeFileSync(file, stringify(cfg));
+  await exercise(t, runCli(['demo', '--config', file, '--time-scale', '10']));
+});
+
+const fixed = [8001, 8002, 8003, 8004, 8080, 9090];
+const busy = (await Promise.all(fixed.map(async (p) => ((await portFree(p)) ? null : p)))).filter((p) => p !== null);
+t.test(
+  'plain `infergate demo` (config/demo.yaml: fixed ports 8001-8004, 8080, 9090)',
+  { skip: busy.length > 0 ? `ports in use on this machine: ${busy.join(', ')}` : false },
+  async (t) => {
+    await exercise(t, runCli(['demo', '--time-scale', '10']));
+  },
+);
