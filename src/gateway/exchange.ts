@@ -225,6 +225,7 @@ export class Exchange {
       this.pool,
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
+      { explain: this.ctx.logger.isLevelEnabled('debug') },
     );
     this.ctx.metrics.pickObserved(this.pool, this.ctx.config.pools[this.pool].policy, (performance.now() - t0) / 1000);
     if (pick.kind === 'saturated') {
