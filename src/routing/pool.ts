@@ -4,7 +4,7 @@
  * randomness come from the caller.
  */
 import type { PolicyName, PoolConfig } from '../config/schema.js';
-import { hashPrefixBlocks } from './hash.js';
+import { hashPrefixBlocksInto } from './hash.js';
 import { PrefixIndex } from './prefix-index.js';
 import type {
   CandidateExplain,
@@ -329,17 +329,19 @@ export class PoolRouter {
     // --- prefix match (every policy learns the index, so switching policy keeps it warm)
     const bc = cfg.prefix.block_chars;
     let chain: ArrayLike<number>;
+    let totalBlocks: number;
     if (input.prefixBlocks) {
       chain = input.prefixBlocks;
+      totalBlocks = chain.length;
     } else {
       if (this.chainBuf.length < cfg.prefix.max_blocks) this.chainBuf = new Uint32Array(cfg.prefix.max_blocks);
-      chain = hashPrefixBlocks(input.promptText, bc, input.model, cfg.prefix.max_blocks, this.chainBuf);
+      chain = this.chainBuf;
+      totalBlocks = hashPrefixBlocksInto(input.promptText, bc, input.model, cfg.prefix.max_blocks, this.chainBuf);
     }
     const ids = this.idBuf;
     for (let i = 0; i < list.length; i++) ids[i] = list[i].id;
     const match = this.matchBuf;
-    this.index.match(chain, ids, match, list.length);
-    const totalBlocks = chain.length;
+    this.index.match(chain, ids, match, list.length, totalBlocks);
     const promptTokens = Math.max(0, input.promptTokens);
     const cpt =
       !input.prefixBlocks && input.promptText.length > 0 && promptTokens > 0
@@ -431,7 +433,7 @@ export class PoolRouter {
       if (st.pending++ === 0) st.busySince = now;
       st.pendingTokens += chosen.uncached;
       st.sinceScrape++;
-      if (totalBlocks > 0) this.index.insert(chain, st.id, now);
+      if (totalBlocks > 0) this.index.insert(chain, st.id, now, totalBlocks);
     } else {
       ticket.phase = 2;
     }

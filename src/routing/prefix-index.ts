@@ -98,6 +98,9 @@ export class PrefixIndex {
   // while no node was added or freed (version)
   private memo = new Int32Array(256);
   private memoChain: ArrayLike<number> | null = null;
+  private memoLen = 0;
+  /** blocks of the chain in the current call (a caller may pass a longer reused buffer) */
+  private len = 0;
   private memoVersion = -1;
   private version = 0;
 
@@ -222,7 +225,8 @@ export class PrefixIndex {
    * does) reuses match's lookups; match() itself always starts afresh (a caller may refill one array).
    */
   private useMemo(chain: ArrayLike<number>, keep: boolean): void {
-    if (keep && this.memoChain === chain && this.memoVersion === this.version) return;
+    if (keep && this.memoChain === chain && this.memoLen === this.len && this.memoVersion === this.version) return;
+    this.memoLen = this.len;
     const n = this.levels(chain);
     if (this.memo.length < n) this.memo = new Int32Array(Math.max(n, this.memo.length * 2));
     this.memo.fill(-2, 0, n);
@@ -231,7 +235,8 @@ export class PrefixIndex {
   }
 
   private levels(chain: ArrayLike<number>): number {
-    return this.stride === 1 ? chain.length : Math.floor(chain.length / this.stride);
+    void chain;
+    return this.stride === 1 ? this.len : Math.floor(this.len / this.stride);
   }
 
   /** Deepest d (1..n) with a node at depth d-1, or 0; existence is monotone by prefix closure. */
@@ -264,10 +269,11 @@ export class PrefixIndex {
   }
 
   /**
-   * Match a chain: writes into `out[ep]` the number of leading blocks endpoint `ep` has (0 for the
-   * others among `eps`), and returns the deepest match over all endpoints.
+   * Match a chain (its first `len` blocks): writes into `out[ep]` the number of leading blocks endpoint `ep`
+   * has (0 for the others among `eps`), and returns the deepest match over all endpoints.
    */
-  match(chain: ArrayLike<number>, eps: ArrayLike<number>, out: Int32Array, count = eps.length): number {
+  match(chain: ArrayLike<number>, eps: ArrayLike<number>, out: Int32Array, count = eps.length, len = chain.length): number {
+    this.len = Math.min(len, chain.length);
     for (let i = 0; i < count; i++) out[eps[i]] = 0;
     const n = this.levels(chain);
     if (n === 0 || this.total === 0) return 0;
@@ -357,8 +363,9 @@ export class PrefixIndex {
    * entries `ep` lacks and makes the chain's deepest entry the most recent; `now` is accepted for API
    * stability (recency is the list order).
    */
-  insert(chain: ArrayLike<number>, ep: number, now?: number): void {
+  insert(chain: ArrayLike<number>, ep: number, now?: number, len = chain.length): void {
     void now;
+    this.len = Math.min(len, chain.length);
     const n = this.levels(chain);
     if (n === 0) return;
     this.ensureEp(ep);
