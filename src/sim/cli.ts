@@ -21,7 +21,8 @@ and --seed give byte-identical JSON.
 Workload:
   --trace FILE              a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)
   --generate NAME           a seeded generator: ${GENERATORS.join(', ')}
-  --requests N              use the first N requests (generators: how many to make; default 1000)
+  --requests N              use the first N requests (generators: how many to make; default 1000,
+                            shared-prefix 4000, rag 3000)
   --rate X                  generators: mean arrival rate, requests/s (default per generator)
   --rate-scale X[,Y...]     arrivals X times denser (default 1); a list runs each scale in turn
   --save-trace FILE         write the workload (after --requests) as Mooncake JSONL and go on

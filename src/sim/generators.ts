@@ -16,7 +16,7 @@ export type GeneratorName = (typeof GENERATORS)[number];
 
 export interface GenerateOptions {
   seed?: number;
-  /** Number of requests (default per generator: 1000). */
+  /** Number of requests (default per generator: DEFAULT_REQUESTS). */
   requests?: number;
   /** Mean arrival rate in requests/s (multi-turn: turns/s over all sessions); default per generator. */
   rate?: number;
@@ -26,12 +26,25 @@ export interface GenerateOptions {
 
 /** Default mean arrival rates (requests/s). */
 export const DEFAULT_RATES: Record<GeneratorName, number> = {
-  'shared-prefix': 6,
+  'shared-prefix': 8,
   'multi-turn': 8,
-  rag: 4,
+  rag: 5,
   'no-sharing': 8,
   'lora-mix': 6,
   burst: 2,
+};
+
+/**
+ * Default request counts: enough that the first (cold) prefill of each shared prompt is under 1% of the
+ * requests, so a TTFT p99 measures routing rather than cold starts.
+ */
+export const DEFAULT_REQUESTS: Record<GeneratorName, number> = {
+  'shared-prefix': 4000,
+  'multi-turn': 1000,
+  rag: 3000,
+  'no-sharing': 1000,
+  'lora-mix': 1000,
+  burst: 1000,
 };
 
 export const DEFAULT_LORAS = ['lora-a', 'lora-b', 'lora-c', 'lora-d'];
@@ -56,7 +69,7 @@ const blocksOf = (tokens: number) => Math.ceil(tokens / TRACE_BLOCK_TOKENS);
 
 export function generateWorkload(name: string, opts: GenerateOptions = {}): SimRequest[] {
   const seed = opts.seed ?? 1;
-  const n = opts.requests ?? 1000;
+  const n = opts.requests ?? DEFAULT_REQUESTS[name as GeneratorName] ?? 1000;
   if (!(GENERATORS as readonly string[]).includes(name)) {
     throw new Error(`unknown generator "${name}" (one of: ${GENERATORS.join(', ')})`);
   }
@@ -108,11 +121,16 @@ function withSuffix(ids: Ids, prefixIds: number[], prefixTokens: number, suffixT
   return { hashIds: [...prefixIds, ...ids.blocks(suffixTokens)], inputTokens: prefixTokens + suffixTokens };
 }
 
-/** A few long system prompts (24 of 12k–28k tokens, Zipf popularity) + a short unique question. */
+/**
+ * Long system prompts (SHARED_PROMPTS of 8k–24k tokens, Zipf popularity) + a short unique question. Their
+ * total (≈ 1M tokens) is ≈ 2.5× one endpoint's KV cache and a third of 8 endpoints': spread evenly, every
+ * endpoint thrashes; partitioned by prefix, each keeps its share.
+ */
+export const SHARED_PROMPTS = 32;
 function sharedPrefix(rng: Rng, ids: Ids, n: number, rate: number): SimRequest[] {
   const prompts: { ids: number[]; tokens: number }[] = [];
-  for (let i = 0; i < 24; i++) {
-    const tokens = rng.int(24, 56) * TRACE_BLOCK_TOKENS;
+  for (let i = 0; i < SHARED_PROMPTS; i++) {
+    const tokens = rng.int(16, 48) * TRACE_BLOCK_TOKENS;
     prompts.push({ ids: ids.blocks(tokens), tokens });
   }
   return arrivals(rng, n, rate).map((arrivalMs) => {
@@ -152,20 +170,33 @@ function multiTurn(rng: Rng, ids: Ids, n: number, rate: number): SimRequest[] {
   return out;
 }
 
-/** Retrieval: a shared instruction block, then 3–5 documents from a Zipf-popular corpus, then a question. */
+/**
+ * Retrieval over collections: a shared instruction block, then the collection's standing context (2–3
+ * documents, fixed per collection; 120 collections with Zipf popularity, ≈ 1M tokens in all: more than one
+ * endpoint's KV cache, a third of 8 endpoints'), then 1–2 retrieved documents (Zipf over a 300-document
+ * corpus of 1k–6k tokens, in corpus order), then a question. Routing by prefix keeps each collection's
+ * context warm on a few endpoints; spreading evenly recomputes it nearly every time.
+ */
 function rag(rng: Rng, ids: Ids, n: number, rate: number): SimRequest[] {
   const sysTokens = 2 * TRACE_BLOCK_TOKENS;
   const sys = ids.blocks(sysTokens);
   const docs: number[][] = [];
-  for (let i = 0; i < 300; i++) docs.push(ids.blocks(rng.int(2, 8) * TRACE_BLOCK_TOKENS));
+  for (let i = 0; i < 300; i++) docs.push(ids.blocks(rng.int(2, 12) * TRACE_BLOCK_TOKENS));
+  const collections: number[][] = [];
+  for (let c = 0; c < 120; c++) {
+    const ctx: number[] = [];
+    for (let k = rng.int(2, 3); k > 0; k--) ctx.push(...ids.blocks(rng.int(4, 10) * TRACE_BLOCK_TOKENS));
+    collections.push(ctx);
+  }
   return arrivals(rng, n, rate).map((arrivalMs) => {
-    const k = rng.int(3, 5);
+    const hashIds = [...sys, ...collections[rng.zipf(collections.length, 1)]];
+    const k = rng.int(1, 2);
     const chosen: number[] = [];
     while (chosen.length < k) {
       const d = rng.zipf(docs.length, 1.1);
       if (!chosen.includes(d)) chosen.push(d);
     }
-    const hashIds = [...sys];
+    chosen.sort((a, b) => a - b);
     for (const d of chosen) hashIds.push(...docs[d]);
     const prefixTokens = hashIds.length * TRACE_BLOCK_TOKENS;
     const q = clamp(rng.logNormal(80, 0.6), 10, 600);
