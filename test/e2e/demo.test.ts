@@ -5,19 +5,10 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { todo, runCli, type Proc } from './support.js';
-import { ROOT, tempDir, freePort } from '../helpers/process.js';
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((res) => {
-    const srv = createServer();
-    srv.once('error', () => res(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
-  });
-}
+import { todo, runCli, freePorts, portFree, type Proc } from './support.js';
+import { ROOT, tempDir } from '../helpers/process.js';
 
 /** Runs a command line in sh, as a user pasting it would; resolves with its exit code and stdout. */
 function sh(cmd: string, ms = 15_000): Promise<{ code: number | null; out: string; err: string }> {
@@ -74,11 +65,7 @@ async function exercise(t: Test, demo: Proc) {
 
 t.test('demo with its config on free ports (--config)', async (t) => {
   // config/demo.yaml with the ports moved: 4 consecutive free ones for the mocks, any for the listeners
-  let base = 0;
-  for (let i = 0; i < 20 && base === 0; i++) {
-    const p = await freePort();
-    if (p + 3 < 65536 && (await Promise.all([1, 2, 3].map((k) => portFree(p + k)))).every(Boolean)) base = p;
-  }
+  const base = await freePorts(4);
   const cfg = parse(readFileSync(join(ROOT, 'config', 'demo.yaml'), 'utf8')) as Record<string, any>;
   cfg.listen.port = 0;
   cfg.admin.port = 0;

@@ -34,9 +34,16 @@ async function loraRunning(endpoint: string): Promise<string> {
 }
 
 const pool = async () => (await debugPools(gw)).p.endpoints;
-/** The gateway's last scrape shows `want` sequences running on each endpoint (no leftover from a request that just ended). */
+/**
+ * The gateway's last scrape shows `want` sequences running and none waiting on each endpoint: no leftover
+ * of a request that just ended (a scrape that caught it queued would count it as foreign waiting work).
+ */
 const settled = (want: Record<string, number>) =>
-  until(async () => (await pool()).every((e) => !e.stale && e.signals?.running === want[e.endpoint]), 5_000, `running ${JSON.stringify(want)}`);
+  until(
+    async () => (await pool()).every((e) => !e.stale && e.signals?.running === want[e.endpoint] && e.signals.waiting === 0 && e.in_flight === want[e.endpoint]),
+    5_000,
+    `running ${JSON.stringify(want)}, nothing waiting`,
+  );
 
 const seenByGateway = async (endpoint: string, adapter: string) =>
   (await debugPools(gw)).p.endpoints.find((e) => e.endpoint === endpoint)?.signals?.loraRunning.includes(adapter);
@@ -55,8 +62,10 @@ t.test('adapter requests go to the pod where that adapter is running', async (t)
     for (const model of ['a', 'b']) {
       // equal load on both pods, as the gateway sees it: only the adapters differ
       await settled({ [A.endpoint]: 1, [B.endpoint]: 1 });
+      const before = await pool();
       const r = await chat(gw.url, { model, max_tokens: 4, messages: [{ role: 'user', content: `question ${i} for ${model}` }] });
       results.push({ ...r, model });
+      if (r.endpoint !== (model === 'a' ? A.endpoint : B.endpoint)) t.comment(`${model} request ${i} went to ${r.endpoint}; pools just before: ${JSON.stringify(before)}`);
     }
   }
   t.ok(results.every((r) => r.status === 200 && r.complete), 'all 12 short requests answered');

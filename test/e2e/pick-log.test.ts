@@ -1,7 +1,7 @@
 // config/gateway.yaml documents `logging.level: debug` as "debug logs every pick with its scores": an
 // operator turning debug on should see, per request, which endpoint won and each candidate's scores.
 import t from 'tap';
-import { todo, startMocks, startGateway, gatewayConfig, chat, until } from './support.js';
+import { startMocks, startGateway, gatewayConfig, chat, until } from './support.js';
 
 const mocks = await startMocks(2, ['--model', 'test-model', '--time-scale', '20', '--seed', '8']);
 const gw = await startGateway(
@@ -12,9 +12,9 @@ t.teardown(async () => {
   await mocks.kill();
 });
 
+// (a product bug until 6a1183c: the gateway never asked the router for explain, so nothing was logged)
 t.test(
   'logging.level debug logs each pick with its scores',
-  { todo: todo('product bug: the gateway never asks the router for explain, so no pick line is ever logged at debug') },
   async (t) => {
     const r = await chat(gw.url, { model: 'test-model', max_tokens: 2, messages: [{ role: 'user', content: 'which pod?' }] });
     t.equal(r.status, 200);

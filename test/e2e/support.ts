@@ -2,6 +2,7 @@
  * Shared pieces of the end-to-end tests: real `infergate mock` processes, a real gateway, and clients that
  * speak HTTP over sockets. Run directly (as tap does with every file here), it checks its own parsers.
  */
+import { createServer } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { runCli, startGateway, gatewayConfig, until, type Proc, type RunningGateway } from '../helpers/process.js';
 
@@ -22,13 +23,42 @@ export interface Mocks {
   kill(): Promise<number | null>;
 }
 
-/** `infergate mock --port 0 --count K …`: K servers on consecutive ports; waits for every "listening" line. */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
+  });
+}
+
+/**
+ * K consecutive free ports below Linux's ephemeral range (32768+), where outgoing connections (many, in
+ * these tests) cannot take one between the check and the mock's listen.
+ */
+export async function freePorts(count: number): Promise<number> {
+  for (;;) {
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    const ok = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+    if (ok.every(Boolean)) return base;
+  }
+}
+
+/** `infergate mock --port N --count K …`: K servers on consecutive ports; waits for every "listening" line. */
 export async function startMocks(count: number, args: string[]): Promise<Mocks> {
-  const proc = runCli(['mock', '--port', '0', '--count', String(count), ...args]);
-  const re = new RegExp(`(?:^mock listening on http://(\\S+)\\n[^]*){${count}}`, 'm');
-  await proc.waitFor(re, 15_000);
-  const endpoints = [...proc.stdout().matchAll(/^mock listening on http:\/\/(\S+)$/gm)].map((m) => m[1]);
-  return { proc, endpoints, kill: () => proc.kill() };
+  for (let attempt = 1; ; attempt++) {
+    const proc = runCli(['mock', '--port', String(await freePorts(count)), '--count', String(count), ...args]);
+    const re = new RegExp(`(?:^mock listening on http://(\\S+)\\n[^]*){${count}}`, 'm');
+    try {
+      await proc.waitFor(re, 15_000);
+    } catch (e) {
+      await proc.kill();
+      // another process took one of the ports in between: pick others
+      if (attempt < 5 && /cannot listen/.test(proc.stderr())) continue;
+      throw e;
+    }
+    const endpoints = [...proc.stdout().matchAll(/^mock listening on http:\/\/(\S+)$/gm)].map((m) => m[1]);
+    return { proc, endpoints, kill: () => proc.kill() };
+  }
 }
 
 export interface Sample {
