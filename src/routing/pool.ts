@@ -32,8 +32,12 @@ export interface Tuning {
   ejectMaxMs: number;
   /** chars per token when only prefixBlocks (no text) are given */
   charsPerToken: number;
-  /** the prefix index keeps every indexStride-th block (see PrefixIndexOptions.stride) */
+  /**
+   * the prefix index keeps every indexStride-th block (see PrefixIndexOptions.stride); 0 = auto: about
+   * indexGrainChars characters per indexed level
+   */
   indexStride: number;
+  indexGrainChars: number;
 }
 
 export const DEFAULT_TUNING: Tuning = {
@@ -44,7 +48,8 @@ export const DEFAULT_TUNING: Tuning = {
   ejectBaseMs: 5_000,
   ejectMaxMs: 60_000,
   charsPerToken: 4,
-  indexStride: 4,
+  indexStride: 0,
+  indexGrainChars: 512,
 };
 
 export interface PoolRouterOptions {
@@ -142,7 +147,7 @@ export class PoolRouter {
   private byName = new Map<string, EndpointState>();
   private freeIds: number[] = [];
   private nextId = 0;
-  readonly index: PrefixIndex;
+  index: PrefixIndex;
   private rr = 0;
   private matchBuf = new Int32Array(64);
   private idBuf = new Int32Array(64);
@@ -164,8 +169,14 @@ export class PoolRouter {
     this.cfg = cfg;
     this.random = opts.random ?? Math.random;
     this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
-    this.index = new PrefixIndex({ capacityPerEndpoint: cfg.prefix.capacity_blocks_per_endpoint, stride: this.tuning.indexStride });
+    this.index = this.newIndex(cfg);
     this.setEndpoints(endpoints);
+  }
+
+  private newIndex(cfg: PoolConfig): PrefixIndex {
+    const t = this.tuning;
+    const stride = t.indexStride > 0 ? t.indexStride : Math.max(1, Math.floor(t.indexGrainChars / cfg.prefix.block_chars));
+    return new PrefixIndex({ capacityPerEndpoint: cfg.prefix.capacity_blocks_per_endpoint, stride });
   }
 
   endpoints(): string[] {
@@ -212,7 +223,7 @@ export class PoolRouter {
     const capChanged = cfg.prefix.capacity_blocks_per_endpoint !== this.cfg.prefix.capacity_blocks_per_endpoint;
     const cut = cfg.prefix.block_chars !== this.cfg.prefix.block_chars;
     this.cfg = cfg;
-    if (cut) for (const st of this.states) this.index.removeEndpoint(st.id); // old hashes mean nothing now
+    if (cut) this.index = this.newIndex(cfg); // old hashes mean nothing now (and the stride may change)
     if (capChanged || cut) for (const st of this.states) this.applyCapacity(st);
     this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
   }
