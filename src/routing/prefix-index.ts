@@ -88,9 +88,11 @@ export class PrefixIndex {
   private head: number[] = [];
   private tail: number[] = [];
   private count: number[] = [];
-  private cap: number[] = [];
+  private cap: number[] = []; // in entries
+  private capBlocks: number[] = []; // as set, in blocks
   private total = 0;
   private readonly defaultCapacity: number;
+  private readonly defaultCapacityBlocks: number;
   /** in entries (blocks / stride) */
   private maxTotal: number;
   readonly stride: number;
@@ -107,6 +109,7 @@ export class PrefixIndex {
   constructor(opts: PrefixIndexOptions) {
     this.stride = Math.max(1, (opts.stride ?? 1) | 0);
     const cap = Math.max(1, opts.capacityPerEndpoint | 0);
+    this.defaultCapacityBlocks = cap;
     this.defaultCapacity = Math.max(1, Math.floor(cap / this.stride));
     this.maxTotal = Math.max(1, Math.floor((opts.maxTotal ?? Math.min(4_000_000, cap * 64)) / this.stride));
   }
@@ -117,6 +120,7 @@ export class PrefixIndex {
       this.tail.push(NIL);
       this.count.push(0);
       this.cap.push(this.defaultCapacity);
+      this.capBlocks.push(this.defaultCapacityBlocks);
     }
     if (ep >= this.words * 32) {
       const w = Math.ceil((ep + 1) / 32);
@@ -130,12 +134,13 @@ export class PrefixIndex {
   /** Set one endpoint's capacity (e.g. from vllm:cache_config_info); evicts down to it at once. */
   setCapacity(ep: number, capacity: number): void {
     this.ensureEp(ep);
+    this.capBlocks[ep] = Math.max(1, capacity | 0);
     this.cap[ep] = Math.max(1, Math.floor((capacity | 0) / this.stride));
     while (this.count[ep] > this.cap[ep] && this.evictOne(ep));
   }
 
   capacity(ep: number): number {
-    return (this.cap[ep] ?? this.defaultCapacity) * this.stride;
+    return this.capBlocks[ep] ?? this.defaultCapacityBlocks;
   }
 
   private has(node: number, ep: number): boolean {
@@ -402,6 +407,7 @@ export class PrefixIndex {
     if (ep >= this.head.length) return;
     while (this.count[ep] > 0 && this.evictOne(ep));
     this.cap[ep] = this.defaultCapacity;
+    this.capBlocks[ep] = this.defaultCapacityBlocks;
   }
 
   blocksOf(ep: number): number {
