@@ -12,6 +12,8 @@ export async function demoMain(args: string[]): Promise<number> {
     options: {
       config: { type: 'string', short: 'c' },
       port: { type: 'string' },
+      'admin-port': { type: 'string' },
+      'mock-port': { type: 'string' },
       'time-scale': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -19,9 +21,13 @@ export async function demoMain(args: string[]): Promise<number> {
   });
   if (values.help) {
     process.stdout.write(
-      'Usage: infergate demo [--config FILE] [--port N] [--time-scale X]\n\n' +
+      'Usage: infergate demo [--config FILE] [--port N] [--admin-port N] [--mock-port N] [--time-scale X]\n\n' +
         'Starts one simulated vLLM server per endpoint of the config\'s first pool (default config/demo.yaml:\n' +
-        '4 servers on 127.0.0.1:8001-8004) and the gateway in front of them. Ctrl-C stops everything.\n',
+        '4 servers on 127.0.0.1:8001-8004) and the gateway in front of them. Ctrl-C stops everything.\n' +
+        '  --port N        the gateway\'s client port (default from the config: 8080)\n' +
+        '  --admin-port N  the admin port (default from the config: 9090)\n' +
+        '  --mock-port N   the first mock server\'s port; the others follow (default from the config: 8001)\n' +
+        '  --time-scale X  mock servers run X times faster than real time (default 1)\n',
     );
     return 0;
   }
@@ -36,8 +42,24 @@ export async function demoMain(args: string[]): Promise<number> {
     }
     throw err;
   }
-  if (values.port) config.listen.port = Number(values.port);
+  const portOf = (flag: string, v: string | undefined): number | undefined => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`--${flag} must be a port number, not "${v}"`);
+    return n;
+  };
   const [poolName, pool] = Object.entries(config.pools)[0];
+  try {
+    config.listen.port = portOf('port', values.port) ?? config.listen.port;
+    config.admin.port = portOf('admin-port', values['admin-port']) ?? config.admin.port;
+    const mockPort = portOf('mock-port', values['mock-port']);
+    if (mockPort !== undefined) {
+      pool.endpoints = pool.endpoints.map((e, i) => `${e.slice(0, e.lastIndexOf(':'))}:${mockPort + i}`);
+    }
+  } catch (err) {
+    process.stderr.write(`infergate demo: ${(err as Error).message}\n`);
+    return 2;
+  }
   const baseModel = config.models.find((m) => m.pool === poolName)?.name ?? 'model';
   const adapters = config.models.filter((m) => m.pool === poolName && m.name !== baseModel).map((m) => m.name);
   const ports = pool.endpoints.map((e) => Number(e.slice(e.lastIndexOf(':') + 1)));
@@ -77,7 +99,13 @@ export async function demoMain(args: string[]): Promise<number> {
     stream_options: { include_usage: true },
     max_tokens: 32,
     messages: [
-      { role: 'system', content: 'You are a helpful assistant.' },
+      {
+        role: 'system',
+        content:
+          'You are the support assistant of a company that runs many replicas of a language model behind one endpoint. ' +
+          'Answer briefly and politely, and say so when you do not know. This long system prompt is shared by every ' +
+          'conversation, which is what prefix-aware routing exploits.',
+      },
       { role: 'user', content: 'Say hello.' },
     ],
   });
