@@ -31,6 +31,8 @@ const DROP_RESPONSE_HEADERS = new Set([
 /** Non-streamed answers up to this size are sent with a Content-Length in one write. */
 const BUFFER_LIMIT = 1 << 20;
 const RETRYABLE_STATUS = new Set([502, 503]);
+/** A declared body over this is refused with the connection closed rather than read and dropped. */
+const DISCARD_LIMIT = 64 * 1024 * 1024;
 
 type Phase = 'body' | 'upstream' | 'streaming' | 'done';
 
@@ -111,7 +113,9 @@ export class Exchange {
       return;
     }
     if (this.declaredLength > ctx.config.limits.max_body_bytes) {
-      this.reject(errors.bodyTooLarge(ctx.config.limits.max_body_bytes), true);
+      // A body a little over the limit is read and dropped by uWS after the answer (closing on unread
+      // data would reset the connection and could lose the 413); an absurd one is refused and cut.
+      this.reject(errors.bodyTooLarge(ctx.config.limits.max_body_bytes), this.declaredLength > DISCARD_LIMIT);
       return;
     }
     if (Number.isNaN(this.declaredLength)) {
@@ -128,8 +132,9 @@ export class Exchange {
     const limit = this.ctx.config.limits.max_body_bytes;
     this.received += ab.byteLength;
     if (this.received > limit) {
-      // Answer now and close the connection: the rest of the body is never read into memory.
-      this.reject(errors.bodyTooLarge(limit), true);
+      // Answer now; what still arrives is dropped by uWS as it comes, never kept.
+      this.chunks = [];
+      this.reject(errors.bodyTooLarge(limit));
       return;
     }
     if (ab.byteLength > 0) this.chunks.push(Buffer.from(ab.slice(0)));
