@@ -40,9 +40,10 @@ export interface PrefixIndexOptions {
   maxTotal?: number;
   /**
    * Index every `stride`-th block only (default 1). Block i's hash covers blocks 0..i, so the entry at
-   * depth k·stride−1 stands for the whole k·stride-block prefix: matches are known to `stride` blocks
-   * (the tail of a chain shorter than a stride is ignored), and learning a prompt costs 1/stride of the
-   * table work and memory. Every figure the index reports is in blocks.
+   * depth k·stride−1 stands for the whole k·stride-block prefix; a chain's last partial level is keyed by its
+   * last block (a leaf that only the same prefix of exactly that length matches). Matches are known to
+   * `stride` blocks, and learning a prompt costs 1/stride of the table work and memory. Every figure the
+   * index reports is in blocks.
    */
   stride?: number;
 }
@@ -219,7 +220,7 @@ export class PrefixIndex {
   private lookup(depth: number, chain: ArrayLike<number>): number {
     let m = this.memo[depth];
     if (m === -2) {
-      m = this.find(chain[depth * this.stride + this.stride - 1]);
+      m = this.find(this.keyAt(chain, depth));
       this.memo[depth] = m;
     }
     return m;
@@ -241,7 +242,12 @@ export class PrefixIndex {
 
   private levels(chain: ArrayLike<number>): number {
     void chain;
-    return this.stride === 1 ? this.len : Math.floor(this.len / this.stride);
+    return this.stride === 1 ? this.len : Math.ceil(this.len / this.stride);
+  }
+
+  /** The hash standing for level d: block (d+1)·stride − 1, or the chain's last block for a partial level. */
+  private keyAt(chain: ArrayLike<number>, d: number): number {
+    return chain[Math.min((d + 1) * this.stride, this.len) - 1];
   }
 
   /** Deepest d (1..n) with a node at depth d-1, or 0; existence is monotone by prefix closure. */
@@ -288,9 +294,9 @@ export class PrefixIndex {
     const st = this.stride;
     for (let i = 0; i < count; i++) {
       const ep = eps[i];
-      out[ep] = this.depthOf(chain, ep, deepest) * st;
+      out[ep] = Math.min(this.depthOf(chain, ep, deepest) * st, this.len);
     }
-    return deepest * st;
+    return Math.min(deepest * st, this.len);
   }
 
   // ---- insert
@@ -382,7 +388,7 @@ export class PrefixIndex {
     if (held < n) {
       for (let d = held; d < n; d++) {
         let node = d < deepest ? this.memo[d] : NIL;
-        const key = chain[d * this.stride + this.stride - 1];
+        const key = this.keyAt(chain, d);
         if (node < 0) node = this.find(key);
         if (node === NIL) node = this.newNode(key);
         else if (this.has(node, ep)) {

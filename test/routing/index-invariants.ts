@@ -27,9 +27,9 @@ function chainOf(r: () => number, hashRange: number): Uint32Array {
 }
 
 t.test('random inserts, evictions, removals keep the index consistent', async (t) => {
-  for (const hashRange of [0xffffffff, 97]) {
-    const r = rng(hashRange);
-    const idx = new PrefixIndex({ capacityPerEndpoint: 40, maxTotal: 100 });
+  for (const [hashRange, stride] of [[0xffffffff, 1], [97, 1], [0xffffffff, 3], [97, 3]]) {
+    const r = rng(hashRange + stride);
+    const idx = new PrefixIndex({ capacityPerEndpoint: 40 * stride, maxTotal: 100 * stride, stride });
     const out = new Int32Array(8);
     const eps = [0, 1, 2, 3, 4, 5, 6, 7];
     for (let i = 0; i < 4000; i++) {
@@ -50,9 +50,9 @@ t.test('random inserts, evictions, removals keep the index consistent', async (t
           return;
         }
       }
-      if (idx.stats().blocks > 100) t.fail('global bound');
+      if (idx.stats().blocks > 100 * stride) t.fail('global bound');
     }
-    t.equal(idx.checkInvariants(), null, `consistent (hash range ${hashRange})`);
+    t.equal(idx.checkInvariants(), null, `consistent (hash range ${hashRange}, stride ${stride})`);
   }
 });
 
@@ -69,5 +69,20 @@ t.test('a dead chain is dropped deepest-first, a touched prefix outlives newer l
   t.equal(out[0], 2, 'a lost its two deepest');
   idx.match(b, [0], out);
   t.equal(out[0], 4, 'b kept');
+  t.equal(idx.checkInvariants(), null);
+});
+
+t.test('stride: a chain is matched to whole levels, and in full (its partial last level too) when held', async (t) => {
+  const idx = new PrefixIndex({ capacityPerEndpoint: 1000, stride: 4 });
+  const long = Uint32Array.from({ length: 10 }, (_, i) => 100 + i);
+  const out = new Int32Array(2);
+  idx.insert(long, 0);
+  idx.match(long, [0, 1], out);
+  t.same([out[0], out[1]], [10, 0], 'the whole chain, partial tail included');
+  idx.match(long.subarray(0, 9), [0], out);
+  t.equal(out[0], 8, 'a shorter chain: whole levels only (its own tail was never seen)');
+  idx.insert(long.subarray(0, 3), 1);
+  idx.match(long.subarray(0, 3), [0, 1], out);
+  t.same([out[0], out[1]], [0, 3], 'a chain shorter than one level is one partial level');
   t.equal(idx.checkInvariants(), null);
 });
