@@ -3,6 +3,7 @@
  *   overhead  proxy cost against direct and nginx (wrk), JSON and SSE        → DIR/overhead.json
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
+ *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
 import { parseArgs, numOpt } from './common.js';
@@ -15,6 +16,7 @@ scenarios:
   picker     [--endpoints 64] [--blocks 200000] [--prompt-chars 16384] [--picks 20000] [--out DIR]
   policies   [--trace FILE | --generate NAME] [--endpoints N] [--time-scale X] [--requests LIMIT]
              [--policies round_robin,least_request,scored] [--lag-bound-ms 50] [--no-sim] [--out DIR]
+  mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]
 
 --out defaults to bench-out/.`;
 
@@ -39,6 +41,10 @@ async function main(): Promise<void> {
       const code = await runPolicies(opts);
       process.exitCode = code;
       return;
+    }
+    case 'mock': {
+      const { runMock } = await import('./mock.js');
+      return runMock(opts);
     }
     case 'upstream': {
       // Internal: the fast test upstream of `overhead`, as its own process.
