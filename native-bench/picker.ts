@@ -69,6 +69,14 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
   const eps = Array.from({ length: o.endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`);
   const prompts = new Prompts(o.promptChars);
   let now = 1_000_000;
+  // The index keeps its entries in typed arrays: count their backing stores with the JS heap, and measure
+  // from before the router exists so that preallocated tables count too.
+  const mem = (): number => {
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  fullGc();
+  const before = mem();
   const router = Router.fromPool(POOL, { policy: o.policy, prefix: { max_blocks: Math.max(256, Math.ceil(o.promptChars / 64)) } }, eps, { random: () => 0.5 });
   eps.forEach((e, i) => router.updateSignals(e, signals(i, now), now));
   const tokens = Math.ceil(o.promptChars / 4);
@@ -81,8 +89,6 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
       if (r.kind === 'ok') { w.onFirstByte(r.ticket, now + k); w.onEnd(r.ticket, now + k, 'ok'); }
     }
   }
-  fullGc();
-  const before = process.memoryUsage().heapUsed;
   // Fill: distinct prompts until the index holds `blocks` entries.
   let filled = 0;
   for (let k = 0; filled < o.blocks && k < 10 * o.blocks; k++) {
@@ -94,7 +100,7 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
   }
   const fillPrompts = Math.max(1, Math.round(filled / Math.ceil(o.promptChars / 64)));
   fullGc();
-  const after = process.memoryUsage().heapUsed;
+  const after = mem();
   const stats = router.pool(POOL)?.index.stats() ?? { ...router.indexStats(POOL), nodes: 0 };
   // Timed picks: a third repeat a filled prompt, a third share half of one, a third are new (they learn, as live).
   const samples = new Float64Array(o.picks);
@@ -172,6 +178,6 @@ export async function runPicker(opts: Map<string, string>): Promise<void> {
   console.log(`picker: ${r.endpoints} endpoints, ${r.indexed_blocks} indexed blocks (${r.index_nodes} nodes), ${r.prompt_chars}-char prompts, policy ${r.policy}`);
   console.log(`  pick µs: p50 ${r.pick_us.p50}  p90 ${r.pick_us.p90}  p99 ${r.pick_us.p99}  max ${r.pick_us.max}  (target p99 ≤ 20: ${target.met ? 'met' : 'NOT met'})`);
   console.log(`  dry-run pick µs (decide only, no index learning): p50 ${r.pick_dry_run_us.p50}  p99 ${r.pick_dry_run_us.p99}`);
-  console.log(`  index bytes per block: ${r.index_bytes_per_block} measured (heap after − before, full GC)${r.index_bytes_per_block_estimate !== null ? `, ${r.index_bytes_per_block_estimate} by the index's own estimate` : ''}`);
+  console.log(`  index bytes per block: ${r.index_bytes_per_block} measured (heap + array buffers after − before, full GC)${r.index_bytes_per_block_estimate !== null ? `, ${r.index_bytes_per_block_estimate} by the index's own estimate` : ''}`);
   console.log(`\nwrote ${file}`);
 }
