@@ -1,7 +1,8 @@
 /**
  * A minimal, fast test upstream for the `overhead` scenario: answers `POST /v1/chat/completions` at once,
- * with a ~1 KB chat-completion JSON, or (when the body asks for `"stream": true`) a 20-event SSE stream
- * written in one go. Also `GET /metrics` (zeroed vLLM gauges, so a scraping gateway is content) and
+ * with a ~1 KB chat-completion JSON, or (when the body asks for `"stream": true`) a 20-event SSE stream,
+ * one event per event-loop turn (as a model server emits tokens: each event its own send, so a proxy
+ * relays 21 chunks rather than one). Also `GET /metrics` (zeroed vLLM gauges, so a scraping gateway is content) and
  * `GET /v1/models`. It models no GPU time: it is here so the proxy, not the upstream, is what is measured.
  *
  * Run as a process with the bench CLI's hidden subcommand `upstream --port N [--model NAME]`; it prints
@@ -24,8 +25,9 @@ export function jsonAnswer(model: string): string {
   });
 }
 
-export function sseAnswer(model: string, events = 20): string {
-  let out = '';
+/** The SSE answer as its separate events (the last one is `data: [DONE]`). */
+export function sseEvents(model: string, events = 20): string[] {
+  const out: string[] = [];
   for (let i = 0; i < events; i++) {
     const chunk = {
       id: 'chatcmpl-bench-0001',
@@ -34,9 +36,14 @@ export function sseAnswer(model: string, events = 20): string {
       model,
       choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: 'tok' } : { content: ` tok${i}` }, finish_reason: i === events - 1 ? 'stop' : null }],
     };
-    out += `data: ${JSON.stringify(chunk)}\n\n`;
+    out.push(`data: ${JSON.stringify(chunk)}\n\n`);
   }
-  return out + 'data: [DONE]\n\n';
+  out.push('data: [DONE]\n\n');
+  return out;
+}
+
+export function sseAnswer(model: string, events = 20): string {
+  return sseEvents(model, events).join('');
 }
 
 const METRICS = [
@@ -54,7 +61,7 @@ export function startUpstream(port: number, model = UPSTREAM_MODEL): Promise<voi
     throw new Error('uWebSockets.js native binary did not load (fell back to the slow ws build)');
   }
   const json = Buffer.from(jsonAnswer(model));
-  const sse = Buffer.from(sseAnswer(model));
+  const sse = sseEvents(model).map((e) => Buffer.from(e));
   const metrics = METRICS.replaceAll('MODEL', model);
   const models = JSON.stringify({ object: 'list', data: [{ id: model, object: 'model', owned_by: 'bench' }] });
   const app = uWS.App();
@@ -66,14 +73,25 @@ export function startUpstream(port: number, model = UPSTREAM_MODEL): Promise<voi
       body += Buffer.from(ab).toString('latin1');
       if (!last || aborted) return;
       const stream = /"stream"\s*:\s*true/.test(body);
-      res.cork(() => {
-        if (stream) {
+      if (stream) {
+        res.cork(() => {
           res.writeStatus('200 OK').writeHeader('content-type', 'text/event-stream').writeHeader('cache-control', 'no-cache');
-          res.write(sse);
-          res.end();
-        } else {
-          res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(json);
-        }
+          res.write(sse[0]);
+        });
+        let i = 1;
+        const next = (): void => {
+          if (aborted) return;
+          res.cork(() => {
+            if (i < sse.length - 1) res.write(sse[i]);
+            else res.end(sse[i]);
+          });
+          if (++i < sse.length) setImmediate(next);
+        };
+        setImmediate(next);
+        return;
+      }
+      res.cork(() => {
+        res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(json);
       });
     });
   });

@@ -31,6 +31,7 @@ const DROP_RESPONSE_HEADERS = new Set([
 /** Non-streamed answers up to this size are sent with a Content-Length in one write. */
 const BUFFER_LIMIT = 1 << 20;
 const RETRYABLE_STATUS = new Set([502, 503]);
+const EMPTY = Buffer.alloc(0);
 /** A declared body over this is refused with the connection closed rather than read and dropped. */
 const DISCARD_LIMIT = 64 * 1024 * 1024;
 
@@ -331,29 +332,42 @@ export class Exchange {
   }
 
   private onUpstreamData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const now = performance.now();
     if (this.firstByteAt === 0) {
+      const now = performance.now();
       this.firstByteAt = now;
       if (this.ticket) this.ctx.router.onFirstByte(this.ticket, Date.now());
       this.series = this.ctx.metrics.streamSeries(this.modelLabel, this.pool);
       this.series.ttft.observe((now - this.started) / 1000);
-    } else if (this.sse) {
-      this.series!.itl.observe((now - this.lastChunkAt) / 1000);
     }
-    this.lastChunkAt = now;
     if (this.buffered) {
       this.buffered.push(chunk);
       return;
     }
+    // One upstream read often holds several HTTP chunks (several SSE events): gather what arrives in
+    // this turn of the event loop and send it in one write, one syscall instead of one per event.
+    this.pending.push(chunk);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      queueMicrotask(this.flushPending);
+    }
+  }
+
+  private pending: Buffer[] = [];
+  private flushScheduled = false;
+
+  private readonly flushPending = (): void => {
+    this.flushScheduled = false;
+    if (this.phase !== 'streaming' || this.clientGone || this.pending.length === 0) return;
+    const data = this.takePending();
     let ok = true;
     this.res.cork(() => {
       if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
-      ok = this.res.write(chunk);
+      ok = this.res.write(data);
     });
     if (!ok) {
       // The client is slower than the model server: stop reading upstream until uWS has drained.
       this.paused = true;
-      controller.pause();
+      this.controller?.pause();
       if (!this.writableHooked) {
         this.writableHooked = true;
         this.res.onWritable(() => {
@@ -365,13 +379,25 @@ export class Exchange {
         });
       }
     }
+  };
+
+  /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */
+  private takePending(): Buffer {
+    const n = this.pending.length;
+    if (n === 0) return EMPTY;
+    const now = performance.now();
+    if (this.sse && this.lastChunkAt !== 0) this.series?.itl.observe((now - this.lastChunkAt) / 1000);
+    this.lastChunkAt = now;
+    const data = n === 1 ? this.pending[0] : Buffer.concat(this.pending);
+    this.pending = [];
+    return data;
   }
 
   private onUpstreamEnd(): void {
-    const body = this.buffered;
+    const body = this.buffered ? (this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered)) : this.takePending();
     this.res.cork(() => {
       if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
-      if (body) this.res.end(body.length === 1 ? body[0] : Buffer.concat(body));
+      if (body.length > 0) this.res.end(body);
       else this.res.end();
     });
     this.finish(this.status, this.status < 500 ? 'ok' : 'error');
@@ -404,7 +430,9 @@ export class Exchange {
       return;
     }
     if (this.sse) {
+      const data = this.takePending();
       this.res.cork(() => {
+        if (data.length > 0) this.res.write(data);
         this.res.write(errorEvent(e));
         this.res.end();
       });
