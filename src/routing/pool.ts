@@ -25,6 +25,17 @@ export interface Tuning {
   idleCostTokens: number;
   /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
   foreignPromptTokens: number;
+  /**
+   * TTFT floor of each request queued ahead (scheduling + its first decode step), in prompt-token
+   * equivalents: a prefix-matched request has almost no prefill but still takes a step (≈ 12 ms at 16k tok/s)
+   */
+  requestFloorTokens: number;
+  /** prefill speed assumed before an endpoint's is observed (tokens per ms), to turn waits into tokens */
+  prefillTokensPerMs: number;
+  /** whole-decode time of a request assumed before one has ended on the endpoint (ms) */
+  decodeMs: number;
+  /** time to load a LoRA adapter into a free slot (ms) */
+  loraLoadMs: number;
   /** consecutive errors that eject an endpoint */
   ejectAfterErrors: number;
   /** first ejection length; doubles per repeat, up to ejectMaxMs */
@@ -44,6 +55,10 @@ export const DEFAULT_TUNING: Tuning = {
   runCostTokens: 16,
   idleCostTokens: 64,
   foreignPromptTokens: 512,
+  requestFloorTokens: 192,
+  prefillTokensPerMs: 16,
+  decodeMs: 2_000,
+  loraLoadMs: 30,
   ejectAfterErrors: 3,
   ejectBaseMs: 5_000,
   ejectMaxMs: 60_000,
@@ -75,6 +90,16 @@ export class EndpointState {
   decoding = 0;
   /** pending requests dispatched since the last scrape */
   sinceScrape = 0;
+  /** our pending requests when the last scrape was taken (it could see them, waiting or running) */
+  pendingAtScrape = 0;
+  /** of those, how many have left pending since (first byte, or ended): no longer in a queue */
+  leftSinceScrape = 0;
+  /** batch capacity (max_num_seqs) when the signals carry it; Infinity otherwise */
+  capacity = Infinity;
+  /** whole-decode time of our requests here (first byte → end, EWMA, ms); 0 = none ended yet */
+  decodeMs = 0;
+  /** our decoding LoRA-adapter tickets (their adapter and first-byte time: how long a slot stays taken) */
+  adapterTickets: RTicket[] = [];
   consecutiveErrors = 0;
   ejections = 0;
   ejectedUntil = -Infinity;
@@ -95,6 +120,9 @@ export class EndpointState {
 
 class RTicket implements Ticket {
   phase = 0; // 0 pending, 1 decoding, 2 ended
+  firstByteAt = 0;
+  /** the LoRA adapter requested, or null for a base-model request */
+  adapter: string | null = null;
   constructor(
     readonly endpoint: string,
     readonly pool: string,
@@ -236,7 +264,13 @@ export class PoolRouter {
     st.sigAt = now;
     st.epoch++;
     st.sinceScrape = 0;
+    st.pendingAtScrape = st.pending;
+    st.leftSinceScrape = 0;
     st.scrapeFailures = 0;
+    // batch capacity, when the endpoint reports it (max_num_seqs). Not guessed from a queue next to a running
+    // count: a queue also forms behind a long chunked prefill (a step of 8192 tokens lasts longer than a
+    // scrape interval) or for KV, and a capacity learned from those sent Mooncake's load away from warm caches.
+    st.capacity = s.maxNumSeqs !== undefined && s.maxNumSeqs > 0 ? s.maxNumSeqs : Infinity;
     if (!prev || prev.numGpuBlocks !== s.numGpuBlocks || prev.blockSize !== s.blockSize) this.applyCapacity(st);
     if (
       !prev ||
@@ -295,13 +329,46 @@ export class PoolRouter {
     return Math.max(0, st.pendingTokens - done);
   }
 
+  /**
+   * Waiting requests in the last scrape that are not ours: our pending requests at scrape time may be among
+   * the waiting ones; requests of ours that finished since must not turn into someone else's queue.
+   */
+  private foreignWaiting(st: EndpointState): number {
+    return Math.max(0, st.sig!.waiting - st.pendingAtScrape);
+  }
+
   /** Waiting requests on an endpoint: fresh metrics plus what we sent since, or our own accounting. */
   private waitingEstimate(st: EndpointState, fresh: boolean): number {
     // of our pending requests, about one is being prefilled and the rest wait
     if (!fresh) return Math.max(0, st.pending - 1);
     // fresh: the scrape saw our earlier requests (waiting, or already running: with chunked prefill several
-    // prefill at once), so only those sent since are added
-    return st.sig!.waiting + Math.max(0, st.sinceScrape - (st.sig!.waiting === 0 ? 1 : 0));
+    // prefill at once), so only those sent since are added, and those that left the queue since are taken off
+    const w = st.sig!.waiting;
+    const seen = Math.max(this.foreignWaiting(st), w - st.leftSinceScrape);
+    return seen + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
+  }
+
+  /** ms → prompt-token equivalents at the endpoint's observed prefill speed (or the assumed one). */
+  private tokensPerMs(st: EndpointState): number {
+    return st.prefillMs > 0 && st.prefillTok > 0 ? st.prefillTok / st.prefillMs : this.tuning.prefillTokensPerMs;
+  }
+
+  /**
+   * How long an adapter request waits for a LoRA slot here (ms): 0 when the adapter is resident, the load
+   * time when a slot is free, else until the sequences of the resident adapters finish — at least a whole
+   * decode, and at least as long again as our oldest such sequence has already run (long ones run long).
+   */
+  private adapterWaitMs(st: EndpointState, adapter: string, now: number): number {
+    const s = st.sig;
+    const t = this.tuning;
+    if (!s) return 0; // unknown: the lora scorer's neutral value covers it
+    if (s.loraRunning.includes(adapter)) return 0;
+    if (s.maxLoras <= 0 || s.loraRunning.length < s.maxLoras) return t.loraLoadMs;
+    let wait = st.decodeMs > 0 ? st.decodeMs : t.decodeMs;
+    for (const tk of st.adapterTickets) {
+      if (tk.adapter !== adapter && now - tk.firstByteAt > wait) wait = now - tk.firstByteAt;
+    }
+    return wait + t.loraLoadMs;
   }
 
   pick(input: PickInput, now: number, opts: PickOptions = {}): PickResult {
@@ -377,10 +444,19 @@ export class PoolRouter {
       if (!saturated) allSaturated = false;
       const matched = match[st.id];
       const uncached = Math.max(0, promptTokens - (matched * bc) / cpt);
-      const ownSeen = st.pending - st.sinceScrape; // our pending requests the last scrape could see
-      const foreign = fresh ? Math.max(0, st.sig!.waiting - Math.max(0, ownSeen)) : 0;
-      const ahead = this.queuedTokens(st, now) + foreign * this.tuning.foreignPromptTokens;
-      const cost = ahead + uncached + running * this.tuning.runCostTokens;
+      const foreign = fresh ? this.foreignWaiting(st) : 0;
+      const t = this.tuning;
+      // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
+      // an assumed prompt) plus a floor, the step that gives it its first token
+      const ahead = this.queuedTokens(st, now) + foreign * t.foreignPromptTokens + (st.pending + foreign) * t.requestFloorTokens;
+      let cost = ahead + uncached + t.requestFloorTokens + running * t.runCostTokens;
+      // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
+      // decode time / capacity on average
+      const occupied = running + waiting + 1;
+      let waitMs = 0;
+      if (occupied > st.capacity) waitMs = ((occupied - st.capacity) * (st.decodeMs > 0 ? st.decodeMs : t.decodeMs)) / st.capacity;
+      if (adapter) waitMs += this.adapterWaitMs(st, input.model, now);
+      if (waitMs > 0) cost += waitMs * this.tokensPerMs(st);
       const c = pool[i];
       c.st = st;
       c.fresh = fresh;
@@ -438,6 +514,7 @@ export class PoolRouter {
 
     const st = chosen.st;
     const ticket = new RTicket(st.name, this.name, st, chosen.uncached, st.epoch, now, opts.dryRun ? null : this);
+    if (adapter) ticket.adapter = input.model;
     if (!opts.dryRun) {
       ticket.phase = 0;
       st.inFlight++;
@@ -601,9 +678,13 @@ export class PoolRouter {
     st.pending--;
     st.pendingTokens -= tk.tokens;
     if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);
-    if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
+    if (tk.epoch === st.epoch) {
+      if (st.sinceScrape > 0) st.sinceScrape--;
+    } else st.leftSinceScrape++;
     st.decoding++;
     tk.phase = 1;
+    tk.firstByteAt = now;
+    if (tk.adapter !== null) st.adapterTickets.push(tk);
     if (st.lastFirstByteAt > -Infinity) {
       const dt = Math.max(1, now - st.lastFirstByteAt);
       const inst = 1000 / dt;
@@ -619,9 +700,22 @@ export class PoolRouter {
     if (tk.phase === 0) {
       st.pending--;
       st.pendingTokens = Math.max(0, st.pendingTokens - tk.tokens);
-      if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
+      if (tk.epoch === st.epoch) {
+        if (st.sinceScrape > 0) st.sinceScrape--;
+      } else st.leftSinceScrape++;
     } else {
       st.decoding--;
+      if (outcome === 'ok') {
+        const d = Math.max(0, now - tk.firstByteAt);
+        st.decodeMs = st.decodeMs > 0 ? 0.8 * st.decodeMs + 0.2 * d : d;
+      }
+      if (tk.adapter !== null) {
+        const i = st.adapterTickets.indexOf(tk);
+        if (i >= 0) {
+          st.adapterTickets[i] = st.adapterTickets[st.adapterTickets.length - 1];
+          st.adapterTickets.pop();
+        }
+      }
     }
     st.inFlight--;
     tk.phase = 2;

@@ -16,6 +16,11 @@ export interface EndpointSignals {
   blockSize?: number;
   /** KV blocks on the GPU (vllm:cache_config_info num_gpu_blocks) */
   numGpuBlocks?: number;
+  /**
+   * sequences the endpoint batches at most (vLLM max_num_seqs), if known: beyond it a new request waits for
+   * running ones to finish (the scored cost counts that wait)
+   */
+  maxNumSeqs?: number;
   /** LoRA adapter names the endpoint serves (from /v1/models `parent`), if known */
   adapters?: string[];
 }
