@@ -3,7 +3,7 @@
 // takes the whole burst keeps most of it waiting.
 import t from 'tap';
 import type { Test } from 'tap';
-import { todo, startMocks, startGateway, gatewayConfig, chat, longText, countBy, type RunningGateway } from './support.js';
+import { startMocks, startGateway, gatewayConfig, chat, longText, countBy, type RunningGateway } from './support.js';
 
 const mocks = await startMocks(4, ['--model', 'test-model', '--time-scale', '10', '--max-num-seqs', '4', '--decode-ms', '40', '--seed', '2']);
 t.teardown(() => mocks.kill());
@@ -42,7 +42,6 @@ t.test('50 concurrent streams, one shared prefix, queue_depth 16: spread over th
 
 t.test(
   '50 concurrent streams, one shared prefix, saturation off: the scored policy alone spreads them',
-  { todo: todo('product bug: with saturation.queue_depth 0 the scored cost ignores queued prefix-matched requests, so all 50 go to the warm pod') },
   async (t) => {
     await burst(t, await gateway(0), 'burst-b');
   },
