@@ -342,10 +342,10 @@ export class PoolRouter {
     // of our pending requests, about one is being prefilled and the rest wait
     if (!fresh) return Math.max(0, st.pending - 1);
     // fresh: the scrape saw our earlier requests (waiting, or already running: with chunked prefill several
-    // prefill at once), so only those sent since are added, and those that left the queue since are taken off
+    // prefill at once), so only those sent since are added. (Those that left the queue since could be taken
+    // off — st.leftSinceScrape — but that changes when every policy sheds load; the cost does it instead.)
     const w = st.sig!.waiting;
-    const seen = Math.max(this.foreignWaiting(st), w - st.leftSinceScrape);
-    return seen + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
+    return w + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
   }
 
   /** ms → prompt-token equivalents at the endpoint's observed prefill speed (or the assumed one). */

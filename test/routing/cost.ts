@@ -68,7 +68,6 @@ t.test('a finished request the last scrape saw waiting is not counted as someone
   if (e.kind !== 'ok') throw new Error(e.kind);
   const cost = Object.fromEntries(e.explain!.candidates.map((c) => [c.endpoint, c.cost]));
   t.ok(Math.abs(cost['x:1'] - cost['y:1']) < 1, `no phantom foreign work on x: ${JSON.stringify(cost)}`);
-  t.equal(((r.debugPools(5) as any).p.endpoints[0]).waiting_estimate, 0, 'nothing waiting on x');
   // a waiting request that is not ours still counts
   r.updateSignals('x:1', sig({ waiting: 1 }), 6);
   const f = r.pick('p', prompt('probe', 400), 7, { dryRun: true, explain: true });
