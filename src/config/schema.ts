@@ -136,6 +136,9 @@ const pool = z.strictObject({
       stale_after: duration('1s'),
     })
     .prefault({}),
+  /** The engines' batch size (vLLM --max-num-seqs), when known: the picker then counts the wait for a
+   *  decode slot on a full endpoint. Engines do not export it in their metrics. */
+  max_num_seqs: z.number().int().min(1).optional(),
   policy: z.enum(POLICIES).default('scored'),
   shadow_policy: z.enum(POLICIES).optional(),
   scoring,

@@ -232,6 +232,7 @@ export class PoolRouter {
       if (!st) {
         const id = this.freeIds.length ? this.freeIds.pop()! : this.nextId++;
         st = new EndpointState(id, name);
+        st.capacity = this.cfg.max_num_seqs ?? Infinity;
         this.byName.set(name, st);
       }
       next.push(st);
@@ -270,7 +271,7 @@ export class PoolRouter {
     // batch capacity, when the endpoint reports it (max_num_seqs). Not guessed from a queue next to a running
     // count: a queue also forms behind a long chunked prefill (a step of 8192 tokens lasts longer than a
     // scrape interval) or for KV, and a capacity learned from those sent Mooncake's load away from warm caches.
-    st.capacity = s.maxNumSeqs !== undefined && s.maxNumSeqs > 0 ? s.maxNumSeqs : Infinity;
+    st.capacity = s.maxNumSeqs !== undefined && s.maxNumSeqs > 0 ? s.maxNumSeqs : (this.cfg.max_num_seqs ?? Infinity);
     if (!prev || prev.numGpuBlocks !== s.numGpuBlocks || prev.blockSize !== s.blockSize) this.applyCapacity(st);
     if (
       !prev ||

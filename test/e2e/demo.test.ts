@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { todo, runCli, freePorts, type Proc } from './support.js';
+import { runCli, freePorts, type Proc } from './support.js';
 import { ROOT, tempDir } from '../helpers/process.js';
 
 /** Runs a command line in sh, as a user pasting it would; resolves with its exit code and stdout. */
@@ -53,7 +53,6 @@ async function exercise(t: Test, demo: Proc) {
   // the demo prints "run it twice: the second answer comes from the same pod, whose cache holds the prompt"
   await t.test(
     'the second run comes from the same pod, served from its cache',
-    { todo: todo('product bug: the prefix index keeps every 4th block (stride 4), so short chains often get no affinity') },
     async (t) => {
       t.equal(endpoints[1], endpoints[0], `second run: ${endpoints[1]}, first: ${endpoints[0]}`);
       t.ok(cached[1] > 0, `cached_tokens ${cached[0]} then ${cached[1]}`);

@@ -1,7 +1,7 @@
 // Prefix affinity as a user sees it: a shared long system prompt keeps landing on the pod whose KV cache
 // holds it (and that pod's prefix-cache hit counter rises), while different prefixes spread over the pool.
 import t from 'tap';
-import { todo, startMocks, startGateway, gatewayConfig, chat, longText, mockMetric, countBy } from './support.js';
+import { startMocks, startGateway, gatewayConfig, chat, longText, mockMetric, countBy } from './support.js';
 
 const mocks = await startMocks(4, ['--model', 'test-model', '--time-scale', '20', '--seed', '1']);
 const gw = await startGateway(gatewayConfig(mocks.endpoints, { pool: { policy: 'scored' } }));
@@ -54,7 +54,6 @@ t.test('different long prefixes spread over the endpoints, each then sticking to
 
 t.test(
   'a short prompt (the size of the demo\'s, under 4 blocks of 64 chars) repeated sticks to one endpoint',
-  { todo: todo('product bug: the prefix index keeps every 4th block (stride 4), so prompts under 256 chars get no affinity at all') },
   async (t) => {
     const served: string[] = [];
     for (let i = 0; i < 8; i++) {
