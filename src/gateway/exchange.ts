@@ -110,7 +110,7 @@ export class Exchange {
     // uWS bounds headers only when they span several reads; a whole header block in one read is not
     // limited, so the limit is enforced here too.
     if (headerBytes > ctx.config.limits.max_header_bytes) {
-      this.reject(errors.headersTooLarge(ctx.config.limits.max_header_bytes), true);
+      this.reject(errors.headersTooLarge(ctx.config.limits.max_header_bytes));
       return;
     }
     if (this.declaredLength > ctx.config.limits.max_body_bytes) {
