@@ -15,12 +15,8 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 /** The compiled infergate CLI inside dist-bench (tsconfig.bench.json compiles src/ beside native-bench/). */
 export const INFERGATE_CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
 
-export interface Summary {
-  p50: number;
-  p90: number;
-  p99: number;
-  mean: number;
-}
+export type { Summary } from '../src/sim/types.js';
+import type { Summary } from '../src/sim/types.js';
 
 /** Nearest-rank percentile of an ascending-sorted array (q in [0, 1]); 0 for an empty array. */
 export function percentileSorted(sorted: ArrayLike<number>, q: number): number {

@@ -9,6 +9,7 @@
  * multiplied by X (throughputs divided by X) to be in engine time, the simulator's unit. The raw
  * measurements are kept under `live_real`.
  */
+import type { RunFigures } from '../src/sim/types.js';
 import { setMaxListeners } from 'node:events';
 import { mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -52,18 +53,7 @@ export interface EndpointLoad {
   busy_fraction: number;
 }
 
-export interface LiveRun {
-  policy: string;
-  requests: number;
-  completed: number;
-  errors: number;
-  rejected: number;
-  ttft_ms: Summary;
-  itl_ms: Summary;
-  e2e_ms: Summary;
-  throughput_rps: number;
-  output_tokens_per_s: number;
-  prefix_cache_hit_rate: number;
+export interface LiveRun extends RunFigures {
   live_real: { ttft_ms: Summary; itl_ms: Summary; e2e_ms: Summary; throughput_rps: number; output_tokens_per_s: number; duration_s: number };
   lag: LagReport;
   valid: boolean;

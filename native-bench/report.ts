@@ -3,21 +3,11 @@
  * a validity banner, the figures table (live, engine time) with simulated values and live/sim ratios,
  * the TTFT CDF per policy, and each endpoint's load (running + waiting) over time per policy.
  */
-import { round, type Summary } from './common.js';
+import type { RunFigures } from '../src/sim/types.js';
+import { round } from './common.js';
 import { cdfPoints, escapeXml, lineChart, type Series } from './svg.js';
 
-export interface ReportRun {
-  policy: string;
-  requests: number;
-  completed: number;
-  errors: number;
-  rejected: number;
-  ttft_ms: Summary;
-  itl_ms: Summary;
-  e2e_ms: Summary;
-  throughput_rps: number;
-  output_tokens_per_s: number;
-  prefix_cache_hit_rate: number;
+export interface ReportRun extends RunFigures {
   lag?: { p99_ms: number; valid: boolean };
   per_endpoint?: Array<{ endpoint: string; requests: number; mean_running: number; max_running: number; mean_kv_cache: number; busy_fraction: number }>;
   timeseries?: Record<string, Array<[number, number, number, number]>>;

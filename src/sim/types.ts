@@ -28,8 +28,8 @@ export interface Summary {
   mean: number;
 }
 
-/** One policy's run, in the shape of shared/spec/README.md (extra fields allowed). */
-export interface RunResult {
+/** The figures of one policy's run, as shared/spec/README.md defines them (simulate and the benchmarks). */
+export interface RunFigures {
   policy: string;
   requests: number;
   completed: number;
@@ -41,6 +41,10 @@ export interface RunResult {
   throughput_rps: number;
   output_tokens_per_s: number;
   prefix_cache_hit_rate: number;
+}
+
+/** One simulated policy's run: the spec's figures plus the simulator's extras. */
+export interface RunResult extends RunFigures {
   /** Extras: preemptions seen, queueing at arrival, virtual duration. */
   preemptions: number;
   duration_s: number;
