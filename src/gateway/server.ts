@@ -2,6 +2,7 @@
  * The live gateway: the client listener (uWS), the admin listener, the metric scraper, and shutdown.
  * Request handling itself lives in exchange.ts.
  */
+import { accessSync, constants } from 'node:fs';
 import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
@@ -53,6 +54,16 @@ export class Gateway implements GatewayContext {
     const uws = await loadUws(this.config.limits.max_header_bytes);
     this.uws = uws;
     const { listen, admin } = this.config;
+    if (listen.tls) {
+      // uWS does not say why a TLS context fails; check the files first so the error names them.
+      for (const [what, file] of [['certificate', listen.tls.cert], ['key', listen.tls.key]] as const) {
+        try {
+          accessSync(file, constants.R_OK);
+        } catch {
+          throw new Error(`listen.tls: cannot read the ${what} file ${file}`);
+        }
+      }
+    }
     const app = listen.tls
       ? uws.SSLApp({ cert_file_name: listen.tls.cert, key_file_name: listen.tls.key })
       : uws.App();
