@@ -88,12 +88,16 @@ export class Exchange {
     let requestId = '';
     let stickyValue: string | undefined;
     let headerBytes = req.getMethod().length + req.getUrl().length + (req.getQuery() ?? '').length + 12;
+    let connection = '';
     req.forEach((key, value) => {
       headerBytes += key.length + value.length + 4;
+      if (key === 'connection') connection = value;
       if (key === 'x-request-id') requestId = value;
       if (stickyHeaders.has(key)) stickyValue = value;
       if (!DROP_REQUEST_HEADERS.has(key)) this.fwdHeaders[key] = value;
     });
+    // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
+    if (connection) for (const name of connection.split(',')) delete this.fwdHeaders[name.trim().toLowerCase()];
     this.requestId = requestId && requestId.length <= 200 ? requestId : randomUUID();
     this.stickyValue = stickyValue;
     this.fwdHeaders['x-request-id'] = this.requestId;

@@ -67,6 +67,26 @@ t.test('request headers: credentials replaced, request id added or kept, tracepa
   t.equal(res2.headers['x-request-id'], up.received.at(-1)!.headers['x-request-id']);
 });
 
+t.test('headers named in the client\'s Connection header are not forwarded', async (t) => {
+  up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const { request: httpRequest } = await import('node:http');
+  const url = new URL(`${gw.url}/v1/chat/completions`);
+  await new Promise<void>((resolve, reject) => {
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { connection: 'keep-alive, X-Hop', 'x-hop': 'h', 'x-end': 'e' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+      },
+    );
+    req.on('error', reject);
+    req.end(chatBody());
+  });
+  const rec = up.received.at(-1)!;
+  t.notOk('x-hop' in rec.headers, 'x-hop dropped');
+  t.equal(rec.headers['x-end'], 'e', 'other headers kept');
+});
+
 t.test('an alias is rewritten to its target model', async (t) => {
   up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
   const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'alias', messages: [{ role: 'user', content: 'x' }] }) });
