@@ -23,8 +23,8 @@ export async function startMockServers(
   const servers: MockServer[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      // port 0: the first server takes an ephemeral port, the others follow it
-      const port = opts.port === 0 && i > 0 ? servers[0].port + i : opts.port + i;
+      // port 0: every server takes its own free port (the ports after an ephemeral one may be taken)
+      const port = opts.port === 0 ? 0 : opts.port + i;
       const s = new MockServer(opts, host, port);
       servers.push(s);
       await s.listen();
