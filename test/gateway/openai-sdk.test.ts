@@ -2,12 +2,12 @@
 // talking to the server directly.
 import t from 'tap';
 import OpenAI from 'openai';
-import { runCli, startGateway, gatewayConfig, freePort } from '../helpers/process.js';
+import { startGateway, gatewayConfig } from '../helpers/process.js';
+import { startMocks } from '../e2e/support.js';
 
-const port = await freePort();
-const mock = runCli(['mock', '--port', String(port), '--count', '2', '--model', 'test-model', '--time-scale', '20', '--seed', '7']);
-await mock.waitFor(new RegExp(`mock listening on http://127\\.0\\.0\\.1:${port + 1}`));
-const endpoints = [`127.0.0.1:${port}`, `127.0.0.1:${port + 1}`];
+// K mock servers on consecutive ports (retried if another process takes one meanwhile)
+const mock = await startMocks(2, ['--model', 'test-model', '--time-scale', '20', '--seed', '7']);
+const endpoints = mock.endpoints;
 const gw = await startGateway(gatewayConfig(endpoints, { pool: { policy: 'scored' } }));
 t.teardown(async () => {
   await gw.stop();
