@@ -113,7 +113,8 @@ function portIsFree(port: number): Promise<boolean> {
 /** A base port such that base..base+count-1 are all free (for `mock --port N --count K`). */
 export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    // below Linux's ephemeral range (32768+), where outgoing connections take their local ports
+    const base = 20000 + Math.floor(Math.random() * (32000 - 20000 - count));
     let ok = true;
     for (let i = 0; i < count && ok; i++) ok = await portIsFree(base + i);
     if (ok) return base;
