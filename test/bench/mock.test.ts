@@ -3,31 +3,14 @@
  * clients, 1 s) that must write mock.json with events flowing. Runs the compiled bench (dist-bench).
  */
 import t from 'tap';
-import { spawnSync, spawn } from 'node:child_process';
+import { BENCH_CLI, runBench } from '../helpers/bench.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { SseEventCounter, procCpuSeconds } from '../../native-bench/mock.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cli = path.join(root, 'dist-bench', 'native-bench', 'cli.js');
 
-t.before(() => {
-  // tsc emits even when another part of the tree has a type error; what matters is that the files are there.
-  spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.bench.json')], { cwd: root, stdio: 'inherit', timeout: 120_000 });
-});
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    child.stdout.on('data', (b) => { out += b; });
-    child.stderr.on('data', (b) => { err += b; });
-    const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('exit', (code) => { clearTimeout(killer); resolve({ code, out, err }); });
-  });
-}
 
 t.test('SseEventCounter counts data events across chunk splits, [DONE] excluded', async (t) => {
   const head = 'data: {"id":"x","choices":[{"index":0,';
@@ -58,10 +41,10 @@ t.test('procCpuSeconds reads this process (or null without /proc)', async (t) =>
 });
 
 t.test('a tiny mock run writes mock.json with events flowing', { timeout: 60_000 }, async (t) => {
-  t.ok(existsSync(cli), 'bench compiled');
+  t.ok(existsSync(BENCH_CLI), 'bench compiled');
   const out = mkdtempSync(path.join(os.tmpdir(), 'bench-mock-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
-  const r = await run(['mock', '--count', '2', '--connections', '4', '--duration', '1', '--max-tokens', '16', '--out', out], 50_000);
+  const r = await runBench(['mock', '--count', '2', '--connections', '4', '--duration', '1', '--max-tokens', '16', '--out', out], 50_000);
   t.equal(r.code, 0, r.err.slice(-2000));
   const json = JSON.parse(readFileSync(path.join(out, 'mock.json'), 'utf8'));
   t.equal(json.scenario, 'mock');

@@ -3,37 +3,22 @@
  * gateway and mock processes, then the JSON and the HTML report. Runs the compiled bench (dist-bench).
  */
 import t from 'tap';
-import { spawnSync, spawn } from 'node:child_process';
+import { BENCH_CLI, runBench } from '../helpers/bench.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cli = path.join(root, 'dist-bench', 'native-bench', 'cli.js');
 const trace = path.join(root, '..', 'shared', 'traces', 'mooncake_synthetic_trace.jsonl');
 
-t.before(() => {
-  // tsc emits even when another part of the tree has a type error; what matters is that the files are there.
-  spawnSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.bench.json')], { cwd: root, stdio: 'inherit', timeout: 120_000 });
-});
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    child.stdout.on('data', (b) => { out += b; });
-    child.stderr.on('data', (b) => { err += b; });
-    const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('exit', (code) => { clearTimeout(killer); resolve({ code, out, err }); });
-  });
-}
 
 t.test('a tiny policies run writes valid JSON and an HTML report with charts', { skip: !existsSync(trace) && 'shared trace missing', timeout: 90_000 }, async (t) => {
-  t.ok(existsSync(cli), 'bench compiled');
+  t.ok(existsSync(BENCH_CLI), 'bench compiled');
   const out = mkdtempSync(path.join(os.tmpdir(), 'bench-policies-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
-  const r = await run(['policies', '--endpoints', '2', '--requests', '12', '--time-scale', '50', '--policies', 'round_robin,scored', '--trace', trace, '--out', out], 80_000);
+  const r = await runBench(['policies', '--endpoints', '2', '--requests', '12', '--time-scale', '50', '--policies', 'round_robin,scored', '--trace', trace, '--out', out], 80_000);
   t.equal(r.code, 0, r.err.slice(-2000));
   const json = JSON.parse(readFileSync(path.join(out, 'result.json'), 'utf8'));
   t.equal(json.scenario, 'policies');
@@ -64,7 +49,7 @@ t.test('a tiny policies run writes valid JSON and an HTML report with charts', {
 });
 
 t.test('an unknown scenario exits 2 with the usage', async (t) => {
-  const r = await run(['nope'], 20_000);
+  const r = await runBench(['nope'], 20_000);
   t.equal(r.code, 2);
   t.match(r.err, /usage: npm run bench/);
 });
