@@ -68,15 +68,8 @@ export function fromVllm(f: Families): EndpointSignals | null {
   const waiting = sum(f, VLLM.waiting);
   const running = sum(f, VLLM.running);
   const kv = max(f, VLLM.kv) ?? max(f, VLLM.kvOld);
-  if (waiting === undefined && running === undefined && kv === undefined) return null;
-  const s: EndpointSignals = {
-    waiting: waiting ?? 0,
-    running: running ?? 0,
-    kvUsage: clamp01(kv),
-    loraRunning: [],
-    loraWaiting: [],
-    maxLoras: 0,
-  };
+  const s = baseSignals(waiting, running, kv);
+  if (!s) return null;
   // vllm:lora_requests_info is one series per state change (value = its timestamp): the newest is current
   const lora = f.get(VLLM.lora);
   if (lora && lora.length > 0) {
@@ -101,15 +94,13 @@ export function fromSglang(f: Families): EndpointSignals | null {
   const waiting = sum(f, SGLANG.waiting);
   const running = sum(f, SGLANG.running);
   const kv = max(f, SGLANG.kv);
+  return baseSignals(waiting, running, kv);
+}
+
+/** The engine-independent part; null when the page has none of the three (it is not this engine's). */
+function baseSignals(waiting: number | undefined, running: number | undefined, kv: number | undefined): EndpointSignals | null {
   if (waiting === undefined && running === undefined && kv === undefined) return null;
-  return {
-    waiting: waiting ?? 0,
-    running: running ?? 0,
-    kvUsage: clamp01(kv),
-    loraRunning: [],
-    loraWaiting: [],
-    maxLoras: 0,
-  };
+  return { waiting: waiting ?? 0, running: running ?? 0, kvUsage: clamp01(kv), loraRunning: [], loraWaiting: [], maxLoras: 0 };
 }
 
 /** LoRA adapters from an OpenAI /v1/models body (vLLM marks adapters with `parent`). */
