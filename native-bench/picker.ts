@@ -56,6 +56,7 @@ export interface PickerResult {
   pick_us: { p50: number; p90: number; p99: number; max: number; mean: number };
   /** the same picks with dryRun (decide only: no accounting, no learning into the index) */
   pick_dry_run_us: { p50: number; p99: number };
+  pick_us_by_prompt: { repeated: { p50: number; p99: number }; half_shared: { p50: number; p99: number }; new: { p50: number; p99: number } };
   index_bytes_per_block: number;
   index_bytes_per_block_estimate: number | null;
   heap_bytes: { before: number; after: number };
@@ -127,6 +128,10 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
     dry[k] = Number(process.hrtime.bigint() - t) / 1000;
   }
   dry.sort();
+  const byKind = (kind: number): { p50: number; p99: number } => {
+    const k = Float64Array.from(samples.filter((_, i) => i % 3 === kind)).sort();
+    return { p50: round(percentileSorted(k, 0.5), 2), p99: round(percentileSorted(k, 0.99), 2) };
+  };
   const s = Float64Array.from(samples).sort();
   const mean = s.reduce((a, b) => a + b, 0) / (s.length || 1);
   return {
@@ -136,6 +141,7 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
     prompt_chars: o.promptChars,
     picks: o.picks,
     pick_us: { p50: round(percentileSorted(s, 0.5), 2), p90: round(percentileSorted(s, 0.9), 2), p99: round(percentileSorted(s, 0.99), 2), max: round(s[s.length - 1] ?? 0, 2), mean: round(mean, 2) },
+    pick_us_by_prompt: { repeated: byKind(0), half_shared: byKind(1), new: byKind(2) },
     pick_dry_run_us: { p50: round(percentileSorted(dry, 0.5), 2), p99: round(percentileSorted(dry, 0.99), 2) },
     index_bytes_per_block: round((after - before) / Math.max(1, filled), 1),
     index_bytes_per_block_estimate: stats.approxBytes ? round(stats.approxBytes / Math.max(1, stats.blocks), 1) : null,
