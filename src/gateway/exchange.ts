@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
 import { renderPrompt } from '../routing/prompt.js';
+import type { PoolConfig } from '../config/schema.js';
 import type { PickResult, Ticket } from '../routing/index.js';
 import { errors, errorBody, errorEvent, statusLine, type ApiError } from './errors.js';
 import type { GatewayContext } from './context.js';
@@ -61,6 +62,9 @@ export class Exchange {
   private attempts = 0;
   private ticket: Ticket | undefined;
   private endpoint = '';
+  /** What to answer if no retry is left: the last upstream failure, as the client should see it. */
+  private lastError: ApiError | undefined;
+  private poolCfg: PoolConfig | undefined;
 
   // response
   private controller: Dispatcher.DispatchController | undefined;
@@ -76,7 +80,6 @@ export class Exchange {
   private paused = false;
   private writableHooked = false;
   private timer: NodeJS.Timeout | undefined;
-  private finalCode = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -181,6 +184,7 @@ export class Exchange {
     }
     this.modelLabel = model;
     this.pool = resolved.pool;
+    this.poolCfg = this.ctx.config.pools[resolved.pool];
     this.forwardModel = resolved.model;
     if (resolved.model !== model) {
       obj.model = resolved.model;
@@ -191,8 +195,7 @@ export class Exchange {
     this.promptText = renderPrompt(obj);
     this.promptTokens = Math.ceil(this.promptText.length / 4);
     if (!('content-type' in this.fwdHeaders)) this.fwdHeaders['content-type'] = 'application/json';
-    const apiKey = this.ctx.config.pools[this.pool]?.api_key;
-    if (apiKey) this.fwdHeaders.authorization = `Bearer ${apiKey}`;
+    if (this.poolCfg.api_key) this.fwdHeaders.authorization = `Bearer ${this.poolCfg.api_key}`;
     this.timer = setTimeout(() => this.onRequestTimeout(), this.ctx.config.limits.request_timeout);
     this.phase = 'upstream';
     this.tryNext();
@@ -230,16 +233,18 @@ export class Exchange {
   // ---------------------------------------------------------------- upstream
 
   private tryNext(): void {
+    const poolCfg = this.poolCfg!;
+    const debug = this.ctx.logger.isLevelEnabled('debug');
     const t0 = performance.now();
     const pick: PickResult = this.ctx.router.pick(
       this.pool,
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
-      { explain: this.ctx.logger.isLevelEnabled('debug') },
+      { explain: debug },
     );
-    this.ctx.metrics.pickObserved(this.pool, this.ctx.config.pools[this.pool].policy, (performance.now() - t0) / 1000);
+    this.ctx.metrics.pickObserved(this.pool, poolCfg.policy, (performance.now() - t0) / 1000);
     if (pick.kind === 'saturated') {
-      if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
+      if (pick.explain) {
         this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, decision: 'saturated', explain: pick.explain }, 'pick');
       }
       this.reject(errors.saturated(this.pool, pick.retryAfterS));
@@ -249,10 +254,10 @@ export class Exchange {
       this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
       return;
     }
-    if (pick.explain && this.ctx.logger.isLevelEnabled('debug')) {
+    if (pick.explain) {
       this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, endpoint: pick.endpoint, explain: pick.explain }, 'pick');
     }
-    const shadow = this.ctx.config.pools[this.pool].shadow_policy;
+    const shadow = poolCfg.shadow_policy;
     if (shadow && this.attempts === 0) {
       // Decide with the shadow policy too, without dispatching or learning, and count agreement.
       const alt = this.ctx.router.pick(this.pool, { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
@@ -264,8 +269,6 @@ export class Exchange {
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
     this.dispatch(pick.endpoint);
   }
-
-  private lastError: ApiError | undefined;
 
   private dispatch(endpoint: string): void {
     const attempt = ++this.attemptId;
@@ -283,9 +286,9 @@ export class Exchange {
         if (!isCurrent()) return;
         this.onUpstreamResponse(controller, statusCode, headers);
       },
-      onResponseData: (controller, chunk) => {
+      onResponseData: (_controller, chunk) => {
         if (!isCurrent()) return;
-        this.onUpstreamData(controller, chunk);
+        this.onUpstreamData(chunk);
       },
       onResponseEnd: () => {
         if (!isCurrent()) return;
@@ -335,7 +338,7 @@ export class Exchange {
     this.buffered = !this.sse && contentLength >= 0 && contentLength <= BUFFER_LIMIT ? [] : null;
   }
 
-  private onUpstreamData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  private onUpstreamData(chunk: Buffer): void {
     if (this.firstByteAt === 0) {
       const now = performance.now();
       this.firstByteAt = now;
@@ -509,7 +512,6 @@ export class Exchange {
   private finish(code: number, outcome: 'ok' | 'error' | 'aborted'): void {
     if (this.phase === 'done') return;
     this.phase = 'done';
-    this.finalCode = code;
     if (this.timer) clearTimeout(this.timer);
     this.endAttempt(outcome);
     this.ctx.inFlight--;
@@ -519,7 +521,7 @@ export class Exchange {
       this.ctx.logger.info(
         {
           req_id: this.requestId, model: this.modelLabel || undefined, pool: this.pool || undefined,
-          endpoint: this.endpoint || undefined, status: this.finalCode, attempts: this.attempts,
+          endpoint: this.endpoint || undefined, status: code, attempts: this.attempts,
           prompt_tokens_est: this.promptTokens || undefined,
           ttft_ms: this.firstByteAt ? Math.round((this.firstByteAt - this.started) * 10) / 10 : undefined,
           duration_ms: Math.round(seconds * 10000) / 10,
