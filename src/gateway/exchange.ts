@@ -232,42 +232,48 @@ export class Exchange {
 
   // ---------------------------------------------------------------- upstream
 
+  /** First try, or a retry after a failure before the first byte: pick (excluding failed endpoints) and send. */
   private tryNext(): void {
+    const pick = this.choose();
+    if (pick.kind === 'saturated') this.reject(errors.saturated(this.pool, pick.retryAfterS));
+    else if (pick.kind === 'unavailable') this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
+    else this.send(pick);
+  }
+
+  /** One decision of the picker, timed, logged at debug level, and shadowed on the first try. */
+  private choose(): PickResult {
     const poolCfg = this.poolCfg!;
-    const debug = this.ctx.logger.isLevelEnabled('debug');
     const t0 = performance.now();
     const pick: PickResult = this.ctx.router.pick(
       this.pool,
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
-      { explain: debug },
+      { explain: this.ctx.logger.isLevelEnabled('debug') },
     );
     this.ctx.metrics.pickObserved(this.pool, poolCfg.policy, (performance.now() - t0) / 1000);
-    if (pick.kind === 'saturated') {
-      if (pick.explain) {
-        this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, decision: 'saturated', explain: pick.explain }, 'pick');
-      }
-      this.reject(errors.saturated(this.pool, pick.retryAfterS));
-      return;
-    }
-    if (pick.kind === 'unavailable') {
-      this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
-      return;
-    }
-    if (pick.explain) {
-      this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, endpoint: pick.endpoint, explain: pick.explain }, 'pick');
+    if (pick.kind !== 'unavailable' && pick.explain) {
+      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };
+      this.ctx.logger.debug({ req_id: this.requestId, pool: this.pool, ...decision, explain: pick.explain }, 'pick');
     }
     const shadow = poolCfg.shadow_policy;
-    if (shadow && this.attempts === 0) {
+    if (shadow && pick.kind === 'ok' && this.attempts === 0) {
       // Decide with the shadow policy too, without dispatching or learning, and count agreement.
       const alt = this.ctx.router.pick(this.pool, { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
       this.ctx.metrics.shadowPick(this.pool, shadow, alt.kind === 'ok' ? (alt.endpoint === pick.endpoint ? 'same' : 'different') : alt.kind);
     }
+    return pick;
+  }
+
+  private send(pick: Extract<PickResult, { kind: 'ok' }>): void {
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
     this.attempts++;
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
     this.dispatch(pick.endpoint);
+  }
+
+  private get canRetry(): boolean {
+    return this.attempts <= this.ctx.config.limits.retries;
   }
 
   private dispatch(endpoint: string): void {
@@ -310,14 +316,20 @@ export class Exchange {
     statusCode: number,
     headers: Record<string, string | string[] | undefined>,
   ): void {
-    if (RETRYABLE_STATUS.has(statusCode) && this.attempts <= this.ctx.config.limits.retries) {
+    if (RETRYABLE_STATUS.has(statusCode)) {
       this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'status' });
-      this.lastError = statusCode === 503 ? errors.upstreamOverloaded() : errors.upstreamUnavailable();
-      this.endAttempt('error');
-      this.attemptId++; // everything the aborted attempt still reports is ignored
-      controller.abort(new Error('retrying on another endpoint'));
-      this.tryNext();
-      return;
+      if (this.canRetry) {
+        // Another endpoint, if there is one: otherwise this answer is passed on as it is.
+        this.failed.add(this.endpoint);
+        const next = this.choose();
+        if (next.kind === 'ok') {
+          this.endAttempt('error');
+          this.attemptId++; // everything the abandoned attempt still reports is ignored
+          controller.abort(new Error('retrying on another endpoint'));
+          this.send(next);
+          return;
+        }
+      }
     }
     this.status = statusCode;
     this.phase = 'streaming';
@@ -419,7 +431,7 @@ export class Exchange {
       this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
       this.failed.add(this.endpoint);
       this.endAttempt('error');
-      if (this.attempts <= this.ctx.config.limits.retries) {
+      if (this.canRetry) {
         this.tryNext();
       } else {
         this.fail(this.lastError);

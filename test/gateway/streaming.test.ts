@@ -62,6 +62,25 @@ t.test('a refused endpoint is retried on another; mid-stream death ends with an 
   t.notMatch(text, up.endpoint.split(':')[1], 'no backend port in the error');
 });
 
+t.test('an endpoint answering 502/503 before any body is retried on another one', async (t) => {
+  const overloaded = await startUpstream((_req, res) => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"busy"}'));
+  const body = sseBody(5);
+  const healthy = await startUpstream((_req, res) => streamSse(res, body));
+  const gw = await startGateway(gatewayConfig([overloaded.endpoint, healthy.endpoint]));
+  t.teardown(async () => {
+    await gw.stop();
+    await overloaded.close();
+    await healthy.close();
+  });
+  for (let i = 0; i < 4; i++) {
+    const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody({ stream: true }) });
+    t.equal(res.statusCode, 200, `request ${i}: 200`);
+    t.equal(await res.body.text(), body, `request ${i}: the healthy endpoint's answer`);
+  }
+  t.ok(overloaded.received.length >= 1, `the overloaded endpoint was tried (${overloaded.received.length}×) and its 503 never reached the client`);
+  t.equal(healthy.received.length, 4, 'each request reached the healthy endpoint once');
+});
+
 t.test('a slow-reading client against a 50 MB answer keeps the gateway memory bounded', async (t) => {
   const total = 50 * 1024 * 1024;
   let written = 0;
