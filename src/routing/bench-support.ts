@@ -4,6 +4,7 @@
  * that share long prefixes with what the index holds (the expensive case: deep matches). Pure apart from
  * the clock the caller passes (e.g. performance.now); no I/O.
  */
+import { mulberry32 } from '../common/random.js';
 import { Router } from './router.js';
 import type { EndpointSignals, PickInput } from './types.js';
 
@@ -25,17 +26,6 @@ export interface PickBenchResult {
   promptChars: number;
 }
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function text(r: () => number, n: number): string {
   const words = ['the', 'model', 'cache', 'prefix', 'router', 'token', 'endpoint', 'latency', 'queue', 'block'];
   const parts: string[] = [];
@@ -53,7 +43,7 @@ export function benchPick(opts: PickBenchOptions): PickBenchResult {
   const indexBlocks = opts.indexBlocks ?? 200_000;
   const promptChars = opts.promptChars ?? 16384;
   const picks = opts.picks ?? 20_000;
-  const r = rng(opts.seed ?? 1);
+  const r = mulberry32(opts.seed ?? 1);
   const eps = Array.from({ length: nEp }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`);
   const router = Router.fromPool(
     'bench',

@@ -13,6 +13,8 @@
  * engineers collisions can only influence which endpoint its own requests land on.
  */
 
+import { mix32 } from '../common/random.js';
+
 const enc = typeof Buffer !== 'undefined' ? Buffer : undefined;
 let scratch: Uint8Array = alloc(64 * 1024);
 let words = new Int32Array(scratch.buffer, scratch.byteOffset, scratch.length >> 2); // Int32: loads stay small ints (a Uint32 load ≥ 2³¹ is a double)
@@ -37,12 +39,7 @@ export function hashString(s: string, seed = 0x811c9dc5): number {
     h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return mix32(h);
 }
 
 function fmix(a: number, c: number, len: number): number {

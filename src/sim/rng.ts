@@ -3,40 +3,17 @@
  * the same seed gives the same stream on every machine (32-bit integer arithmetic only).
  */
 
-/** mulberry32: a small, fast 32-bit PRNG. Returns a function giving floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mix32, mulberry32 } from '../common/random.js';
 
-/** A 32-bit avalanche mix (murmur3's finalizer). */
-export function mix32(x: number): number {
-  x >>>= 0;
-  x ^= x >>> 16;
-  x = Math.imul(x, 0x85ebca6b);
-  x ^= x >>> 13;
-  x = Math.imul(x, 0xc2b2ae35);
-  x ^= x >>> 16;
-  return x >>> 0;
-}
+export { mix32, mulberry32 };
 
 /** Hash of two 32-bit integers (order matters). */
 export function hash2(a: number, b: number): number {
   return mix32(Math.imul(mix32(a) ^ 0x9e3779b9, 0x01000193) ^ mix32(b + 0x7f4a7c15));
 }
 
-/** FNV-1a of a string, mixed; 32-bit unsigned. */
-export function hashStr(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return mix32(h);
-}
+/** FNV-1a of a string, mixed; 32-bit unsigned (the router's own string hash). */
+export { hashString as hashStr } from '../routing/hash.js';
 
 /** A seeded random source with the helpers the generators need. */
 export class Rng {

@@ -1,16 +1,6 @@
 import t from 'tap';
 import { PrefixIndex } from '../../src/routing/index.js';
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../../src/common/random.js';
 
 /** Chains from a small tree of prefixes; `hashRange` small forces 32-bit-style collisions. */
 function chainOf(r: () => number, hashRange: number): Uint32Array {
@@ -28,7 +18,7 @@ function chainOf(r: () => number, hashRange: number): Uint32Array {
 
 t.test('random inserts, evictions, removals keep the index consistent', async (t) => {
   for (const [hashRange, stride] of [[0xffffffff, 1], [97, 1], [0xffffffff, 3], [97, 3]]) {
-    const r = rng(hashRange + stride);
+    const r = mulberry32(hashRange + stride);
     const idx = new PrefixIndex({ capacityPerEndpoint: 40 * stride, maxTotal: 100 * stride, stride });
     const out = new Int32Array(8);
     const eps = [0, 1, 2, 3, 4, 5, 6, 7];
