@@ -2,6 +2,7 @@
  * `infergate mock`: K simulated vLLM servers in one process (ports N..N+K-1), each its own engine.
  */
 import { parseArgs } from 'node:util';
+import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, numberFlag } from '../engine/index.js';
 import { MockServer } from './server.js';
 import type { FailMode, MockOptions } from './options.js';
 
@@ -45,17 +46,7 @@ export async function startMockServers(
 export const MOCK_USAGE = `usage: infergate mock --port N --model NAME [options]
   --count K                    K servers on ports N..N+K-1 (default 1)
   --host H                     listen address (default 127.0.0.1)
-  --lora a,b                   LoRA adapters served (as models with parent NAME)
-  --max-loras N                adapters resident at once (default 1)
-  --max-num-seqs N             running batch size (default 256)
-  --max-num-batched-tokens N   per-step token budget, chunked prefill (default 8192)
-  --kv-blocks N                KV cache blocks (default 25000)
-  --block-size N               tokens per block (default 16)
-  --prefill-tokens-per-s X     prefill throughput (default 16000)
-  --decode-ms X                decode step at batch 1, ms (default 11, + 1 ms step overhead)
-  --decode-ms-per-seq X        added per running sequence, ms (default 0.07)
-  --lora-load-ms X             adapter load time, ms (default 30)
-  --max-model-len N            context limit (default 131072)
+${ENGINE_FLAGS_HELP}
   --time-scale X               run X times faster than real time (default 1)
   --seed N                     output text seed (default 0)
   --fail-rate X                probability of an injected failure per request (default 0)
@@ -63,14 +54,7 @@ export const MOCK_USAGE = `usage: infergate mock --port N --model NAME [options]
   --metrics-hang-after S       GET /metrics stops answering after S seconds
 Admin: POST /mock/faults {"metrics":"ok"|"hang"|"error","fail_rate":X,"fail_mode":M}; GET /mock/state.`;
 
-function num(name: string, v: string | undefined, opts: { int?: boolean; min?: number; max?: number } = {}): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || (opts.int && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
-    throw new Error(`--${name}: invalid value ${JSON.stringify(v)}`);
-  }
-  return n;
-}
+const num = numberFlag;
 
 export function parseMockArgs(argv: string[]): MockOptions & { port: number; count: number; host: string } {
   const { values } = parseArgs({
@@ -82,17 +66,7 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
       model: { type: 'string', short: 'm' },
       count: { type: 'string' },
       host: { type: 'string' },
-      lora: { type: 'string' },
-      'max-loras': { type: 'string' },
-      'max-num-seqs': { type: 'string' },
-      'max-num-batched-tokens': { type: 'string' },
-      'kv-blocks': { type: 'string' },
-      'block-size': { type: 'string' },
-      'prefill-tokens-per-s': { type: 'string' },
-      'decode-ms': { type: 'string' },
-      'decode-ms-per-seq': { type: 'string' },
-      'lora-load-ms': { type: 'string' },
-      'max-model-len': { type: 'string' },
+      ...ENGINE_FLAG_OPTIONS,
       'time-scale': { type: 'string' },
       seed: { type: 'string' },
       'fail-rate': { type: 'string' },
@@ -116,17 +90,7 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
     count,
     host: values.host ?? '127.0.0.1',
     model: values.model,
-    lora: values.lora !== undefined ? values.lora.split(',').map((s) => s.trim()).filter(Boolean) : undefined,
-    maxLoras: num('max-loras', values['max-loras'], { int: true, min: 1 }),
-    maxNumSeqs: num('max-num-seqs', values['max-num-seqs'], { int: true, min: 1 }),
-    maxNumBatchedTokens: num('max-num-batched-tokens', values['max-num-batched-tokens'], { int: true, min: 1 }),
-    kvBlocks: num('kv-blocks', values['kv-blocks'], { int: true, min: 1 }),
-    blockSize: num('block-size', values['block-size'], { int: true, min: 1, max: 4095 }),
-    prefillTokensPerS: num('prefill-tokens-per-s', values['prefill-tokens-per-s'], { min: 1e-9 }),
-    decodeMs: num('decode-ms', values['decode-ms'], { min: 0 }),
-    decodeMsPerSeq: num('decode-ms-per-seq', values['decode-ms-per-seq'], { min: 0 }),
-    loraLoadMs: num('lora-load-ms', values['lora-load-ms'], { min: 0 }),
-    maxModelLen: num('max-model-len', values['max-model-len'], { int: true, min: 1 }),
+    profile: engineProfileFromFlags(values),
     timeScale: num('time-scale', values['time-scale'], { min: 1e-9 }),
     seed: num('seed', values.seed, { int: true }),
     failRate: num('fail-rate', values['fail-rate'], { min: 0, max: 1 }),

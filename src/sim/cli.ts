@@ -1,7 +1,7 @@
 /** `infergate simulate`: argument parsing, output (table on stdout, JSON file), exit codes. */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import type { EngineProfile } from '../engine/index.js';
+import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, type EngineProfile } from '../engine/index.js';
 import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
@@ -32,8 +32,7 @@ Pool:
   --config FILE             take scoring/prefix/saturation/metrics from this config's first pool
   --seed N                  seeds generators and the random policy (default 1)
 Engine (as for "infergate mock"):
-  --max-num-seqs N  --kv-blocks N  --block-size N  --prefill-tokens-per-s X  --decode-ms X
-  --max-loras N  --lora a,b
+${ENGINE_FLAGS_HELP}
 Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
   --targets                 check issue #5's routing-quality targets on each result
@@ -102,13 +101,7 @@ function run(argv: string[], io: SimIo): number {
         policies: { type: 'string' },
         config: { type: 'string' },
         seed: { type: 'string' },
-        'max-num-seqs': { type: 'string' },
-        'kv-blocks': { type: 'string' },
-        'block-size': { type: 'string' },
-        'prefill-tokens-per-s': { type: 'string' },
-        'decode-ms': { type: 'string' },
-        'max-loras': { type: 'string' },
-        lora: { type: 'string' },
+        ...ENGINE_FLAG_OPTIONS,
         json: { type: 'string' },
         targets: { type: 'boolean' },
         tune: { type: 'boolean' },
@@ -140,21 +133,12 @@ function run(argv: string[], io: SimIo): number {
     throw new UsageError(`unknown generator "${values.generate}" (one of: ${GENERATORS.join(', ')})`);
   }
 
-  const profile: Partial<EngineProfile> = {};
-  const setInt = (flag: string, key: 'maxNumSeqs' | 'numGpuBlocks' | 'blockSize' | 'maxLoras', min: number) => {
-    const v = num((values as Record<string, string | undefined>)[flag], flag, { int: true, min });
-    if (v !== undefined) profile[key] = v;
-  };
-  setInt('max-num-seqs', 'maxNumSeqs', 1);
-  setInt('kv-blocks', 'numGpuBlocks', 1);
-  setInt('block-size', 'blockSize', 1);
-  setInt('max-loras', 'maxLoras', 0);
-  const pf = num(values['prefill-tokens-per-s'], 'prefill-tokens-per-s', { min: 1e-6 });
-  if (pf !== undefined) profile.prefillTokensPerS = pf;
-  const dm = num(values['decode-ms'], 'decode-ms', { min: 0 });
-  if (dm !== undefined) profile.decodeMs = dm;
-  const loras = list(values.lora);
-  if (loras) profile.loras = loras;
+  let profile: Partial<EngineProfile>;
+  try {
+    profile = engineProfileFromFlags(values);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 
   const pool: PoolSettings = values.config !== undefined ? poolSettingsFromFile(values.config) : {};
 
@@ -168,7 +152,7 @@ function run(argv: string[], io: SimIo): number {
       seed,
       requests: limit,
       rate: num(values.rate, 'rate', { min: 1e-6 }),
-      loras,
+      loras: profile.loras,
     });
     label = values.generate!;
   }
