@@ -248,7 +248,7 @@ export class Exchange {
       this.pool,
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
-      { explain: this.ctx.logger.isLevelEnabled('debug') },
+      { explain: this.ctx.logger.isLevelEnabled('debug'), deferLearn: true },
     );
     this.ctx.metrics.pickObserved(this.pool, poolCfg.policy, (performance.now() - t0) / 1000);
     if (pick.kind !== 'unavailable' && pick.explain) {
@@ -270,6 +270,7 @@ export class Exchange {
     this.attempts++;
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
     this.dispatch(pick.endpoint);
+    this.ctx.router.learn(pick.ticket); // the index learns once the request is on its way
   }
 
   private get canRetry(): boolean {

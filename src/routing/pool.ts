@@ -175,7 +175,13 @@ export class PoolRouter {
   private byName = new Map<string, EndpointState>();
   private freeIds: number[] = [];
   private nextId = 0;
-  index: PrefixIndex;
+  private idx: PrefixIndex;
+  // a pick's learning into the index, when the caller deferred it (PickOptions.deferLearn) until learn()
+  private learnChain: ArrayLike<number> | null = null;
+  private learnEp = 0;
+  private learnLen = 0;
+  private learnNow = 0;
+  private learnTicket: RTicket | null = null;
   private rr = 0;
   private matchBuf = new Int32Array(64);
   private idBuf = new Int32Array(64);
@@ -186,6 +192,8 @@ export class PoolRouter {
   private candView: Cand[] = [];
   private ties: Cand[] = [];
   private listBuf: EndpointState[] = [];
+  /** minima over the unsaturated candidates of the current pick (written by pick, read by scored) */
+  private agg = { anyFresh: false, minRun: 0, minLoad: 0, minCost: 0, minAhead: 0, kvSum: 0, kvN: 0 };
   private adaptersDirty = false;
 
   constructor(
@@ -197,8 +205,27 @@ export class PoolRouter {
     this.cfg = cfg;
     this.random = opts.random ?? Math.random;
     this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
-    this.index = this.newIndex(cfg);
+    this.idx = this.newIndex(cfg);
     this.setEndpoints(endpoints);
+  }
+
+  /** The prefix index (learning any deferred pick first, so that it reads as after that pick). */
+  get index(): PrefixIndex {
+    this.learn();
+    return this.idx;
+  }
+
+  /**
+   * Learn the last pick into the index if it was deferred (PickOptions.deferLearn); with `ticket`, only if
+   * it is that pick's. Every entry point that reads the index does this first, so a deferred learning is
+   * never lost or reordered: the caller only chooses to run it after the request has left.
+   */
+  learn(ticket?: Ticket): void {
+    const chain = this.learnChain;
+    if (chain === null || (ticket !== undefined && ticket !== this.learnTicket)) return;
+    this.learnChain = null;
+    this.learnTicket = null;
+    this.idx.insert(chain, this.learnEp, this.learnNow, this.learnLen);
   }
 
   private newIndex(cfg: PoolConfig): PrefixIndex {
@@ -217,12 +244,13 @@ export class PoolRouter {
 
   /** Replace the endpoint list; kept endpoints keep their state, removed ones leave the index. */
   setEndpoints(endpoints: readonly string[]): void {
+    this.learn();
     const want = new Set(endpoints);
     for (const st of this.states) {
       if (!want.has(st.name)) {
         st.removed = true;
         this.byName.delete(st.name);
-        this.index.removeEndpoint(st.id);
+        this.idx.removeEndpoint(st.id);
         this.freeIds.push(st.id);
       }
     }
@@ -249,10 +277,11 @@ export class PoolRouter {
 
   /** New or reloaded pool config (same name): weights, thresholds, prefix settings. */
   reconfigure(cfg: PoolConfig): void {
+    this.learn();
     const capChanged = cfg.prefix.capacity_blocks_per_endpoint !== this.cfg.prefix.capacity_blocks_per_endpoint;
     const cut = cfg.prefix.block_chars !== this.cfg.prefix.block_chars;
     this.cfg = cfg;
-    if (cut) this.index = this.newIndex(cfg); // old hashes mean nothing now (and the stride may change)
+    if (cut) this.idx = this.newIndex(cfg); // old hashes mean nothing now (and the stride may change)
     if (capChanged || cut) for (const st of this.states) this.applyCapacity(st);
     this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
   }
@@ -298,7 +327,7 @@ export class PoolRouter {
       // the server's KV capacity in characters (≈ 4 chars per token) cut into our blocks
       cap = Math.max(1, Math.ceil((s.numGpuBlocks * s.blockSize * this.tuning.charsPerToken) / p.block_chars));
     }
-    this.index.setCapacity(st.id, cap);
+    this.idx.setCapacity(st.id, cap);
   }
 
   private isAdapter(model: string): boolean {
@@ -373,6 +402,7 @@ export class PoolRouter {
   }
 
   pick(input: PickInput, now: number, opts: PickOptions = {}): PickResult {
+    this.learn(); // the previous pick's, if deferred: its chain may be in chainBuf, rewritten below
     const policy: PolicyName = opts.policy ?? this.cfg.policy;
     const wantExplain = opts.explain === true;
     const filtered: Array<{ endpoint: string; why: string }> | null = wantExplain ? [] : null;
@@ -420,37 +450,50 @@ export class PoolRouter {
     const ids = this.idBuf;
     for (let i = 0; i < list.length; i++) ids[i] = list[i].id;
     const match = this.matchBuf;
-    this.index.match(chain, ids, match, list.length, totalBlocks);
+    this.idx.match(chain, ids, match, list.length, totalBlocks);
     const promptTokens = Math.max(0, input.promptTokens);
     const cpt =
       !input.prefixBlocks && input.promptText.length > 0 && promptTokens > 0
         ? input.promptText.length / promptTokens
         : this.tuning.charsPerToken;
 
-    // --- candidates with derived load figures
+    // --- candidates with derived load figures (and, over the unsaturated ones, the minima `scored` needs)
     const qd = cfg.saturation.queue_depth;
     const kvT = cfg.saturation.kv_cache;
+    const staleAfter = cfg.metrics.stale_after;
+    const t = this.tuning;
+    const foreignTok = t.foreignPromptTokens;
+    const floorTok = t.requestFloorTokens;
+    const runTok = t.runCostTokens;
     const pool = this.candPool;
     while (pool.length < list.length) pool.push({ st: list[0], fresh: false, waiting: 0, running: 0, kv: 0, saturated: false, matched: 0, uncached: 0, ahead: 0, cost: 0 });
     const cands: Cand[] = this.candView;
     cands.length = list.length;
     let allSaturated = true;
+    const agg = this.agg;
+    agg.anyFresh = false;
+    agg.minRun = Infinity;
+    agg.minLoad = Infinity;
+    agg.minCost = Infinity;
+    agg.minAhead = Infinity;
+    agg.kvSum = 0;
+    agg.kvN = 0;
     for (let i = 0; i < list.length; i++) {
       const st = list[i];
-      const fresh = this.fresh(st, now);
+      const sig = st.sig;
+      const fresh = sig !== null && now - st.sigAt <= staleAfter;
       const waiting = this.waitingEstimate(st, fresh);
-      const running = fresh ? Math.max(st.sig!.running, st.decoding) : st.decoding;
-      const kv = fresh ? st.sig!.kvUsage : NaN;
+      const running = fresh ? Math.max(sig!.running, st.decoding) : st.decoding;
+      const kv = fresh ? sig!.kvUsage : NaN;
       const saturated = (qd > 0 && waiting >= qd) || (kvT > 0 && fresh && kv >= kvT);
-      if (!saturated) allSaturated = false;
       const matched = match[st.id];
-      const uncached = Math.max(0, promptTokens - (matched * bc) / cpt);
+      const rest = promptTokens - (matched * bc) / cpt;
+      const uncached = rest > 0 ? rest : 0;
       const foreign = fresh ? this.foreignWaiting(st) : 0;
-      const t = this.tuning;
       // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
       // an assumed prompt) plus a floor, the step that gives it its first token
-      const ahead = this.queuedTokens(st, now) + foreign * t.foreignPromptTokens + (st.pending + foreign) * t.requestFloorTokens;
-      let cost = ahead + uncached + t.requestFloorTokens + running * t.runCostTokens;
+      const ahead = this.queuedTokens(st, now) + foreign * foreignTok + (st.pending + foreign) * floorTok;
+      let cost = ahead + uncached + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
       const occupied = running + waiting + 1;
@@ -470,6 +513,17 @@ export class PoolRouter {
       c.ahead = ahead;
       c.cost = cost;
       cands[i] = c;
+      if (saturated) continue;
+      allSaturated = false;
+      if (fresh) {
+        agg.anyFresh = true;
+        agg.kvSum += 1 - kv;
+        agg.kvN++;
+      }
+      if (running < agg.minRun) agg.minRun = running;
+      if (st.inFlight < agg.minLoad) agg.minLoad = st.inFlight;
+      if (cost < agg.minCost) agg.minCost = cost;
+      if (ahead < agg.minAhead) agg.minAhead = ahead;
     }
     if (allSaturated) {
       const explain = wantExplain ? this.explainOf(policy, totalBlocks, cands, filtered!, null) : undefined;
@@ -522,7 +576,17 @@ export class PoolRouter {
       if (st.pending++ === 0) st.busySince = now;
       st.pendingTokens += chosen.uncached;
       st.sinceScrape++;
-      if (totalBlocks > 0) this.index.insert(chain, st.id, now, totalBlocks);
+      if (totalBlocks > 0) {
+        if (opts.deferLearn) {
+          this.learnChain = chain;
+          this.learnEp = st.id;
+          this.learnLen = totalBlocks;
+          this.learnNow = now;
+          this.learnTicket = ticket;
+        } else {
+          this.idx.insert(chain, st.id, now, totalBlocks);
+        }
+      }
     } else {
       ticket.phase = 2;
     }
@@ -543,30 +607,15 @@ export class PoolRouter {
     wantRows: boolean,
   ): { chosen: Cand; rows: CandidateExplain[] | null } {
     const w = this.cfg.scoring;
-    let anyFresh = false;
-    let minRun = Infinity;
-    let minLoad = Infinity;
-    let minCost = Infinity;
-    let minAhead = Infinity;
-    let kvSum = 0;
-    let kvN = 0;
-    for (const c of cands) {
-      if (c.saturated) continue;
-      if (c.fresh) {
-        anyFresh = true;
-        kvSum += 1 - c.kv;
-        kvN++;
-      }
-      if (c.running < minRun) minRun = c.running;
-      if (c.st.inFlight < minLoad) minLoad = c.st.inFlight;
-      if (c.cost < minCost) minCost = c.cost;
-      if (c.ahead < minAhead) minAhead = c.ahead;
-    }
+    const { anyFresh, minRun, minLoad, minCost, minAhead, kvSum, kvN } = this.agg; // from pick()'s candidate pass
     const kvNeutral = kvN > 0 ? kvSum / kvN : 0.5;
     const wPrefix = totalBlocks > 0 ? w.prefix : 0;
     const wKv = anyFresh ? w.kv_cache : 0;
     const wLora = adapter !== null ? w.lora : 0;
-    const wSum = wPrefix + w.queue + w.running + wKv + wLora + w.load;
+    const wQueue = w.queue;
+    const wRun = w.running;
+    const wLoad = w.load;
+    const wSum = wPrefix + wQueue + wRun + wKv + wLora + wLoad;
     const c0 = this.tuning.idleCostTokens;
     let best = -Infinity;
     const ties = this.ties;
@@ -582,7 +631,7 @@ export class PoolRouter {
       const sLoad = (minLoad + 1) / (c.st.inFlight + 1);
       const weighted =
         wSum > 0
-          ? (wPrefix * sPrefix + w.queue * sQueue + w.running * sRun + wKv * sKv + wLora * sLora + w.load * sLoad) / wSum
+          ? (wPrefix * sPrefix + wQueue * sQueue + wRun * sRun + wKv * sKv + wLora * sLora + wLoad * sLoad) / wSum
           : 1;
       const loadFactor = (minCost + c0) / (c.cost + c0);
       const total = weighted * loadFactor;
@@ -735,11 +784,12 @@ export class PoolRouter {
   }
 
   debug(now: number): { policy: PolicyName; index: ReturnType<PrefixIndex['stats']>; endpoints: DebugEndpoint[] } {
+    this.learn();
     const qd = this.cfg.saturation.queue_depth;
     const kvT = this.cfg.saturation.kv_cache;
     return {
       policy: this.cfg.policy,
-      index: this.index.stats(),
+      index: this.idx.stats(),
       endpoints: this.states.map((st) => {
         const fresh = this.fresh(st, now);
         const waiting = this.waitingEstimate(st, fresh);
@@ -759,8 +809,8 @@ export class PoolRouter {
           waiting_estimate: waiting,
           saturated,
           eligible: why === undefined,
-          index_blocks: this.index.blocksOf(st.id),
-          index_capacity: this.index.capacity(st.id),
+          index_blocks: this.idx.blocksOf(st.id),
+          index_capacity: this.idx.capacity(st.id),
         };
         if (why) d.why_not = why;
         if (ejected) d.ejected_for_ms = st.ejectedUntil - now;

@@ -130,6 +130,11 @@ export class Router {
     return p.pick(input, now, opts);
   }
 
+  /** Learn a pick made with `deferLearn` into its pool's prefix index (no-op otherwise, or if done already). */
+  learn(t: Ticket): void {
+    (t as { owner?: PoolRouter | null }).owner?.learn(t);
+  }
+
   onFirstByte(t: Ticket, now: number): void {
     (t as { owner?: PoolRouter | null }).owner?.onFirstByte(t, now);
   }

@@ -49,6 +49,13 @@ export interface PickOptions {
    * returned ticket must not be passed to onFirstByte/onEnd (they ignore it). For shadow_policy.
    */
   dryRun?: boolean;
+  /**
+   * true: the pick's learning into the prefix index waits for Router.learn(ticket), which the gateway calls
+   * right after handing the request to the upstream connection, so the request does not wait for that
+   * bookkeeping. Routing is unchanged: any later call into the pool (the next pick, index reads, endpoint
+   * changes) learns it first if learn() was not called.
+   */
+  deferLearn?: boolean;
   /** true: fill PickResult.explain (costs a few µs; the gateway asks for it at debug level) */
   explain?: boolean;
 }

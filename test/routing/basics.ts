@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Router, hashPrefixBlocks, poolConfig } from '../../src/routing/index.js';
 import { configSchema } from '../../src/config/schema.js';
+import { portable } from '../../src/routing/hash.js';
 
 const sig = (o: Partial<{ waiting: number; running: number; kvUsage: number }> = {}) => ({
   waiting: 0, running: 0, kvUsage: 0, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
@@ -26,6 +27,37 @@ t.test('hashPrefixBlocks: whole blocks, chained, salted', async (t) => {
   // changing one char in block 0 changes every later hash
   const d = hashPrefixBlocks('b' + 'a'.repeat(199), 64, 'm1', 256);
   for (let i = 0; i < 3; i++) t.not(d[i], a[i]);
+});
+
+t.test('hashPrefixBlocks: a block hashes alike whatever the rest of the text holds; every code path agrees', async (t) => {
+  const rnd = seq(11);
+  const pieces = ['a', 'b', 'q', ' ', '\n', 'é', 'ÿ', '\u201c', '中', '😀'];
+  let mismatches = 0;
+  const paths = { ascii: 0, wide: 0 };
+  for (let n = 0; n < 400; n++) {
+    const len = Math.floor(rnd() * 900);
+    const asciiShare = n % 3 === 0 ? 1 : rnd(); // a third pure ASCII (the fast path)
+    let s = '';
+    while (s.length < len) s += rnd() < asciiShare ? 'abcdefghij'[Math.floor(rnd() * 10)] : pieces[Math.floor(rnd() * pieces.length)];
+    for (const bc of [8, 12, 16, 64, 100]) {
+      const fast = hashPrefixBlocks(s, bc, 'salt', 1000);
+      const ref = new Uint32Array(fast.length);
+      portable(s, bc, 'salt', fast.length, ref);
+      if (fast.join() !== ref.join()) mismatches++;
+      if (bc === 64 && fast.length > 0) paths[/^[\x00-\x7f]*$/.test(s) ? 'ascii' : 'wide']++;
+    }
+  }
+  t.equal(mismatches, 0, 'buffer and charCodeAt paths agree on 2000 (string, block size) pairs');
+  t.ok(paths.ascii > 20 && paths.wide > 20, `both buffer paths ran: ${JSON.stringify(paths)}`);
+  // an ASCII prefix hashes the same in an ASCII-only string and in one with non-Latin-1 text after it
+  const ascii = 'x'.repeat(640);
+  const mixed = ascii + '中文 and “quotes” '.repeat(20);
+  t.same([...hashPrefixBlocks(mixed, 64, 's', 99).slice(0, 10)], [...hashPrefixBlocks(ascii, 64, 's', 99)]);
+  // Latin-1 (é) and wider (中) blocks: prefixes still shared, differing blocks differ
+  const a = hashPrefixBlocks('é'.repeat(128) + '中'.repeat(64), 64, 's', 9);
+  const b = hashPrefixBlocks('é'.repeat(128) + '文'.repeat(64), 64, 's', 9);
+  t.equal(a[1], b[1]);
+  t.not(a[2], b[2]);
 });
 
 t.test('resolveModel: pools, aliases, sticky', async (t) => {

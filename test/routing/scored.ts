@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Router, PrefixIndex, hashPrefixBlocks, type EndpointSignals } from '../../src/routing/index.js';
+import { Router, PrefixIndex, hashPrefixBlocks, type EndpointSignals, type Ticket } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
   waiting: 0, running: 0, kvUsage: 0.1, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
@@ -201,4 +201,52 @@ t.test('dryRun does not account', async (t) => {
   t.equal(res.kind, 'ok');
   t.equal((r.debugPools(0) as any).p.endpoints[0].in_flight, 0);
   t.equal(r.indexStats().blocks, 0);
+});
+
+t.test('deferLearn: learning waits for learn(), is never lost, and routes exactly as immediate learning', async (t) => {
+  const eps = ['a:1', 'b:1', 'c:1', 'd:1'];
+  const mk = () => Router.fromPool('p', {}, eps, { random: () => 0.5 });
+  const now = Router.fromPool('p', {}, eps, { random: () => 0.5 });
+  const later = mk();
+  const prompts = Array.from({ length: 60 }, (_, i) => `${'system prompt '.repeat(40)} user ${i % 7} ${'tail '.repeat(20 + i)}`);
+  const a: string[] = [];
+  const b: string[] = [];
+  const held: Array<[Ticket, Ticket]> = [];
+  for (const [i, p] of prompts.entries()) {
+    const x = now.pick('p', { model: 'm', promptText: p, promptTokens: p.length / 4 }, i);
+    const y = later.pick('p', { model: 'm', promptText: p, promptTokens: p.length / 4 }, i, { deferLearn: true });
+    if (x.kind !== 'ok' || y.kind !== 'ok') return t.fail('pick failed');
+    a.push(x.endpoint);
+    b.push(y.endpoint);
+    if (i % 3 === 0) later.learn(y.ticket); // otherwise the next pick learns it first
+    held.push([x.ticket, y.ticket]);
+    if (held.length > 3) {
+      // a few in flight at any time (accounting matters), the oldest finishes
+      const [tx, ty] = held.shift()!;
+      now.onFirstByte(tx, i);
+      later.onFirstByte(ty, i);
+      if (i % 2 === 0) {
+        now.onEnd(tx, i, 'ok');
+        later.onEnd(ty, i, 'ok');
+      }
+    }
+  }
+  t.same(b, a, 'same decisions');
+  t.equal(later.indexStats().blocks, now.indexStats().blocks, 'same index size (the last pick learned on read)');
+
+  // the learning waits for learn(ticket); a stale ticket's learn() does nothing
+  const r = mk();
+  const text = 'q'.repeat(64 * 16);
+  const first = r.pick('p', { model: 'm', promptText: text, promptTokens: 256 }, 0, { deferLearn: true });
+  if (first.kind !== 'ok') return t.fail('pick failed');
+  const pool = r.pool('p')!;
+  t.equal((pool as unknown as { learnChain: unknown }).learnChain !== null, true, 'pending after pick');
+  r.learn(first.ticket);
+  t.equal(r.indexStats().blocks, 16, 'learned after learn()');
+  const second = r.pick('p', { model: 'm', promptText: 'z'.repeat(64 * 8), promptTokens: 128 }, 1, { deferLearn: true });
+  if (second.kind !== 'ok') return t.fail('pick failed');
+  r.learn(first.ticket);
+  t.equal((pool as unknown as { learnChain: unknown }).learnChain !== null, true, 'an older ticket does not learn the newer pick');
+  r.learn(second.ticket);
+  t.equal(r.indexStats().blocks, 24);
 });
