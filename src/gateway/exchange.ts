@@ -145,7 +145,9 @@ export class Exchange {
       this.reject(errors.bodyTooLarge(limit));
       return;
     }
-    if (ab.byteLength > 0) this.chunks.push(Buffer.from(ab.slice(0)));
+    // copy now (uWS reuses the memory after this callback); a small body lands in Node's buffer pool rather
+    // than a fresh zero-filled ArrayBuffer
+    if (ab.byteLength > 0) this.chunks.push(Buffer.from(new Uint8Array(ab)));
     if (!isLast) return;
     const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.received);
     this.chunks = [];

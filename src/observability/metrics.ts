@@ -3,6 +3,7 @@
  * the demo can run several in one process. Names are part of the user contract (shared/spec/README.md).
  */
 import client from 'prom-client';
+import { FastHistogram, type HistogramSeries } from './histogram.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160];
 const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5];
@@ -16,13 +17,14 @@ export interface EndpointGaugeSource {
 export class GatewayMetrics {
   readonly registry = new client.Registry();
   readonly requests: client.Counter<'model' | 'pool' | 'code'>;
-  readonly ttft: client.Histogram<'model' | 'pool'>;
-  readonly itl: client.Histogram<'model' | 'pool'>;
-  readonly duration: client.Histogram<'model' | 'pool' | 'code'>;
+  // the histograms observed per request or per chunk: our own (histogram.ts), in the same registry
+  readonly ttft: FastHistogram<'model' | 'pool'>;
+  readonly itl: FastHistogram<'model' | 'pool'>;
+  readonly duration: FastHistogram<'model' | 'pool' | 'code'>;
   readonly rejected: client.Counter<'reason' | 'pool'>;
   readonly upstreamErrors: client.Counter<'pool' | 'kind'>;
   readonly retries: client.Counter<'pool'>;
-  readonly pickDuration: client.Histogram<'pool' | 'policy'>;
+  readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
 
@@ -39,15 +41,14 @@ export class GatewayMetrics {
   }
 
   /** Per (model, pool): the TTFT and ITL series of the hot path. */
-  streamSeries(model: string, pool: string): { ttft: client.Histogram.Internal<'model' | 'pool'>; itl: client.Histogram.Internal<'model' | 'pool'> } {
+  streamSeries(model: string, pool: string): { ttft: HistogramSeries; itl: HistogramSeries } {
     return this.child(`s\0${model}\0${pool}`, () => ({ ttft: this.ttft.labels(model, pool), itl: this.itl.labels(model, pool) }));
   }
 
   /** Counts one finished request and its duration. */
   requestDone(model: string, pool: string, code: number, seconds: number): void {
     const c = this.child(`r\0${model}\0${pool}\0${code}`, () => {
-      const labels = { model, pool, code: String(code) };
-      return { count: this.requests.labels(labels), duration: this.duration.labels(labels) };
+      return { count: this.requests.labels({ model, pool, code: String(code) }), duration: this.duration.labels(model, pool, String(code)) };
     });
     c.count.inc();
     c.duration.observe(seconds);
@@ -68,18 +69,21 @@ export class GatewayMetrics {
       name: 'infergate_requests_total', help: 'Requests answered, by model, pool and HTTP status code.',
       labelNames: ['model', 'pool', 'code'], registers,
     });
-    this.ttft = new client.Histogram({
-      name: 'infergate_time_to_first_token_seconds', help: 'From request received to the first byte of the model server\'s answer body.',
-      labelNames: ['model', 'pool'], buckets: LATENCY_BUCKETS, registers,
-    });
-    this.itl = new client.Histogram({
-      name: 'infergate_inter_token_latency_seconds', help: 'Gaps between streamed chunks of an SSE answer (about one token each).',
-      labelNames: ['model', 'pool'], buckets: ITL_BUCKETS, registers,
-    });
-    this.duration = new client.Histogram({
-      name: 'infergate_request_duration_seconds', help: 'Whole request, from received to the last byte sent.',
-      labelNames: ['model', 'pool', 'code'], buckets: LATENCY_BUCKETS, registers,
-    });
+    this.ttft = new FastHistogram(
+      'infergate_time_to_first_token_seconds',
+      'From request received to the first byte of the model server\'s answer body.',
+      ['model', 'pool'], LATENCY_BUCKETS, registers,
+    );
+    this.itl = new FastHistogram(
+      'infergate_inter_token_latency_seconds',
+      'Gaps between streamed chunks of an SSE answer (about one token each).',
+      ['model', 'pool'], ITL_BUCKETS, registers,
+    );
+    this.duration = new FastHistogram(
+      'infergate_request_duration_seconds',
+      'Whole request, from received to the last byte sent.',
+      ['model', 'pool', 'code'], LATENCY_BUCKETS, registers,
+    );
     this.rejected = new client.Counter({
       name: 'infergate_rejected_total', help: 'Requests refused by the gateway itself, by reason.',
       labelNames: ['reason', 'pool'], registers,
@@ -92,10 +96,11 @@ export class GatewayMetrics {
       name: 'infergate_retries_total', help: 'Requests sent again to another endpoint after a failure before the first byte.',
       labelNames: ['pool'], registers,
     });
-    this.pickDuration = new client.Histogram({
-      name: 'infergate_pick_duration_seconds', help: 'Time the endpoint picker took for one decision.',
-      labelNames: ['pool', 'policy'], buckets: PICK_BUCKETS, registers,
-    });
+    this.pickDuration = new FastHistogram(
+      'infergate_pick_duration_seconds',
+      'Time the endpoint picker took for one decision.',
+      ['pool', 'policy'], PICK_BUCKETS, registers,
+    );
     this.configReloads = new client.Counter({
       name: 'infergate_config_reloads_total', help: 'Configuration reloads, by result.',
       labelNames: ['result'], registers,
