@@ -2,7 +2,8 @@
  * A fixed-rate open-loop HTTP client (undici): request i is sent at i/rate seconds whatever happened to
  * the earlier ones, as wrk2 would. Latency is measured from the scheduled time (so a slow system is not
  * hidden by a client that waits: no coordinated omission) and from the actual send; the client's own lag
- * is recorded and checked with lag.ts.
+ * is recorded and checked with lag.ts. The first `warmupS` seconds (default 1) run at the same rate but are
+ * not recorded: they open the connections (client → proxy → upstream), which otherwise made the p99.
  */
 import { Pool } from 'undici';
 import { round, summarize, type Summary } from './common.js';
@@ -19,8 +20,9 @@ export interface OpenLoopResult {
   lag: LagReport;
 }
 
-export async function openLoop(opts: { origin: string; path: string; body: string; rate: number; durationS: number; connections?: number; lagBoundMs?: number }): Promise<OpenLoopResult> {
-  const n = Math.max(1, Math.floor(opts.rate * opts.durationS));
+export async function openLoop(opts: { origin: string; path: string; body: string; rate: number; durationS: number; warmupS?: number; connections?: number; lagBoundMs?: number }): Promise<OpenLoopResult> {
+  const warm = Math.max(0, Math.floor(opts.rate * (opts.warmupS ?? 1)));
+  const n = warm + Math.max(1, Math.floor(opts.rate * opts.durationS));
   const schedule = new Float64Array(n);
   for (let i = 0; i < n; i++) schedule[i] = (i * 1000) / opts.rate;
   const pool = new Pool(opts.origin, { connections: opts.connections ?? 256, pipelining: 1, headersTimeout: 30_000, bodyTimeout: 30_000 });
@@ -36,7 +38,7 @@ export async function openLoop(opts: { origin: string; path: string; body: strin
   const started = performance.now();
   const { lags, unsent } = await runSchedule({
     scheduleMs: schedule,
-    deadlineMs: opts.durationS * 1000 + 5000,
+    deadlineMs: (opts.durationS + (opts.warmupS ?? 1)) * 1000 + 5000,
     send: (i) => {
       if (t0 === 0) t0 = performance.now() - schedule[i];
       const sentAt = performance.now();
@@ -46,6 +48,7 @@ export async function openLoop(opts: { origin: string; path: string; body: strin
         .then(async (res) => {
           for await (const _ of res.body) { /* drain */ }
           const end = performance.now();
+          if (i < warm) return; // warm-up: not recorded
           if (res.statusCode !== 200) errors++;
           else {
             completed++;
@@ -54,7 +57,7 @@ export async function openLoop(opts: { origin: string; path: string; body: strin
           }
           lastDone = end;
         })
-        .catch(() => { errors++; })
+        .catch(() => { if (i >= warm) errors++; })
         .finally(() => {
           pending--;
           if (pending === 0 && resolveDrain) resolveDrain();
@@ -65,11 +68,11 @@ export async function openLoop(opts: { origin: string; path: string; body: strin
     await Promise.race([new Promise<void>((r) => { resolveDrain = r; }), new Promise((r) => setTimeout(r, 30_000))]);
   }
   await pool.close().catch(() => undefined);
-  const elapsed = Math.max(1, lastDone - started);
+  const elapsed = Math.max(1, lastDone - (started + (warm * 1000) / opts.rate));
   return {
     target_rps: round(opts.rate, 1),
     achieved_rps: round((completed * 1000) / elapsed, 1),
-    sent: n - unsent,
+    sent: Math.max(0, n - warm - unsent),
     completed,
     errors,
     latency_ms: summarize(lat),
