@@ -60,7 +60,7 @@ export async function waitForPort(port: number, timeoutMs: number, child?: Child
   throw new Error(`nothing listening on ${port} after ${timeoutMs} ms`);
 }
 
-export interface Nginx { port: number; version: string; stop: () => Promise<void> }
+export interface Nginx { port: number; version: string; pid: number; stop: () => Promise<void> }
 
 export async function startNginx(dir: string, listenPort: number, upstreamPort: number): Promise<Nginx> {
   const bin = ensureTool('nginx');
@@ -89,5 +89,5 @@ export async function startNginx(dir: string, listenPort: number, upstreamPort: 
     await exited;
     clearTimeout(t);
   };
-  return { port: listenPort, version, stop };
+  return { port: listenPort, version, pid: child.pid ?? 0, stop };
 }

@@ -4,7 +4,7 @@
  * small JSON answer and a 20-event SSE stream, at several connection counts. Then, with a fixed-rate
  * open-loop client at half of nginx's saturation rate, the latency each proxy adds over direct.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +28,30 @@ export function requestBody(mode: Mode): string {
   });
 }
 
-export interface OverheadEntry { name: string; mode: Mode; connections: number; rps: number; latency_ms: { p50: number; p99: number }; errors: number; non2xx: number }
+export interface OverheadEntry {
+  name: string; mode: Mode; connections: number; rps: number; latency_ms: { p50: number; p99: number }; errors: number; non2xx: number;
+  /** CPU the proxy process(es) spent per request during the cell, from /proc (absent for direct, or off Linux) */
+  proxy_cpu_us_per_request?: { user: number; sys: number };
+}
+
+/** utime and stime (clock ticks) of a process and, with `children`, of its child processes (nginx's worker). */
+function cpuTicks(pid: number, children = false): [number, number] | null {
+  try {
+    const pids = [pid];
+    if (children) for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)) if (c) pids.push(Number(c));
+    let u = 0;
+    let s = 0;
+    for (const p of pids) {
+      const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+      u += Number(f[11]);
+      s += Number(f[12]);
+    }
+    return [u, s];
+  } catch {
+    return null;
+  }
+}
+const TICKS_PER_S = 100; // USER_HZ on Linux
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
 
@@ -79,11 +102,18 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
       for (const c of connections) {
         // Targets interleaved per cell so that drift in machine load hits all of them alike.
         for (const t of targets) {
+          const proxyPid = t === 'nginx' ? nginx?.pid : t === 'infergate' ? gw?.proc.child.pid : undefined;
+          const before = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
           const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
+          const after = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
           const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
+          if (before && after && r.requests > 0) {
+            const us = (ticks: number) => round((ticks * 1e6) / TICKS_PER_S / r.requests, 1);
+            e.proxy_cpu_us_per_request = { user: us(after[0] - before[0]), sys: us(after[1] - before[1]) };
+          }
           entries.push(e);
           if (r.non2xx > 0) notes.push(`${t} ${m} c=${c}: ${r.non2xx} of ${r.requests} answers were not 2xx (their rate is in rps)`);
-          process.stderr.write(`overhead ${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}\n`);
+          process.stderr.write(`overhead ${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${e.proxy_cpu_us_per_request ? `, proxy CPU ${e.proxy_cpu_us_per_request.user} user + ${e.proxy_cpu_us_per_request.sys} sys µs/req` : ''}${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}\n`);
         }
       }
     }
@@ -136,22 +166,30 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
       added.push({ name: f.name, mode: m, rate_rps: f.target_rps, added_p50_ms: d ? round(f.latency_ms.p50 - d.latency_ms.p50) : null, added_p99_ms: d ? round(f.latency_ms.p99 - d.latency_ms.p99) : null, valid: f.lag.valid && (d?.lag.valid ?? false) });
     }
   }
+  const addedOf = (name: string, m: Mode) => added.find((a) => a.name === name && a.mode === m)?.added_p50_ms as number | null | undefined;
   const targetsMet = {
     json: ratios.filter((r) => r.mode === 'json' && r.infergate_vs_nginx !== null).map((r) => (r.infergate_vs_nginx as number) >= 0.7),
     sse: ratios.filter((r) => r.mode === 'sse' && r.infergate_vs_nginx !== null).map((r) => (r.infergate_vs_nginx as number) >= 1.0),
+    // added p50 latency within 1.5× nginx's (at the fixed rate above, which may be capped below half of nginx's saturation)
+    added_latency: Object.fromEntries(modes.map((m) => {
+      const g = addedOf('infergate', m);
+      const n = addedOf('nginx', m);
+      return [m, g == null || n == null ? null : g <= 1.5 * Math.max(n, 0)];
+    })),
   };
   const file = writeResult(out, 'overhead.json', 'overhead', { duration_s: durationS, connections, modes, targets, load_generator: 'wrk 4.1, 1 thread, Lua POST', fixed_rate: { duration_s: fixedDurationS, rate_cap_rps: fixedRateMax, client: 'undici Pool open loop, latency from scheduled send' } }, {
     entries, ratios, fixed_rate: fixed, added_latency: added,
-    targets: { json_infergate_vs_nginx_min: 0.7, sse_infergate_vs_nginx_min: 1.0, met: targetsMet },
+    targets: { json_infergate_vs_nginx_min: 0.7, sse_infergate_vs_nginx_min: 1.0, added_latency_p50_vs_nginx_max: 1.5, met: targetsMet },
     ...(profile ? { profile } : {}),
     notes,
   }, { nginx: nginx?.version ?? null });
   // Ratio table.
-  const lines = ['', 'mode  conns   direct rps   nginx rps   infergate rps   nginx/direct   infergate/nginx'];
+  const cpu = (e: OverheadEntry | undefined) => (e?.proxy_cpu_us_per_request ? `${e.proxy_cpu_us_per_request.user}+${e.proxy_cpu_us_per_request.sys}` : '-');
+  const lines = ['', 'mode  conns   direct rps   nginx rps   infergate rps   nginx/direct   infergate/nginx   CPU µs/req user+sys: nginx  infergate'];
   for (const m of modes) for (const c of connections) {
     const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c);
     const r = ratios.find((x) => x.mode === m && x.connections === c)!;
-    lines.push(`${m.padEnd(5)} ${String(c).padStart(5)} ${String(d?.rps ?? '-').padStart(12)} ${String(n?.rps ?? '-').padStart(11)} ${String(g?.rps ?? '-').padStart(15)} ${String(r.nginx_vs_direct ?? '-').padStart(14)} ${String(r.infergate_vs_nginx ?? '-').padStart(17)}`);
+    lines.push(`${m.padEnd(5)} ${String(c).padStart(5)} ${String(d?.rps ?? '-').padStart(12)} ${String(n?.rps ?? '-').padStart(11)} ${String(g?.rps ?? '-').padStart(15)} ${String(r.nginx_vs_direct ?? '-').padStart(14)} ${String(r.infergate_vs_nginx ?? '-').padStart(17)}   ${cpu(n).padStart(25)}  ${cpu(g).padStart(9)}`);
   }
   if (added.length) {
     lines.push('', 'added latency over direct at a fixed rate (open loop):', 'mode  proxy      rate/s   +p50 ms   +p99 ms  valid');
