@@ -55,7 +55,7 @@ export interface PickerResult {
   picks: number;
   /** the decision (hash, match, score, accounting): what a request waits for before it is sent */
   pick_us: { p50: number; p90: number; p99: number; max: number; mean: number };
-  /** learning the pick into the index, which the gateway does right after dispatching the request */
+  /** learning the pick into the index, which the gateway does once undici has written the request */
   learn_us: { p50: number; p99: number; max: number };
   /** both, per pick */
   pick_and_learn_us: { p50: number; p99: number };
@@ -131,7 +131,7 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
   // which change nothing.
   for (let k = 0; k < 1000; k++) router.pick(POOL, { model: MODEL, promptText: prompts.make(3e6 + k, h2(k, 5) % fillPrompts, 128), promptTokens: tokens }, now, DRY);
   // Timed picks: a third repeat a filled prompt, a third share half of one, a third are new. As in the
-  // gateway, the decision is made with deferLearn and learning into the index follows (after dispatch there):
+  // gateway, the decision is made with deferLearn and learning into the index follows (after the upstream write there):
   // the two are timed apart, and together.
   const samples = new Float64Array(o.picks);
   const learnSamples = new Float64Array(o.picks);
@@ -220,10 +220,10 @@ export async function runPicker(opts: Map<string, string>): Promise<void> {
   });
   const r = JSON.parse(text.trim().split('\n').pop()!) as PickerResult;
   const target = { pick_us_p99_max: 20, met: r.pick_us.p99 <= 20 };
-  const file = writeResult(out, 'picker.json', 'picker', { ...s, node_flags: ['--expose-gc'], pick_mix: '1/3 repeat an indexed prompt, 1/3 share half of one, 1/3 new; each pick learns into the index right after it (deferLearn, as the gateway does after dispatch), timed apart' }, { ...r, target });
+  const file = writeResult(out, 'picker.json', 'picker', { ...s, node_flags: ['--expose-gc'], pick_mix: '1/3 repeat an indexed prompt, 1/3 share half of one, 1/3 new; each pick learns into the index right after it (deferLearn, as the gateway does after the upstream write), timed apart' }, { ...r, target });
   console.log(`picker: ${r.endpoints} endpoints, ${r.indexed_blocks} indexed blocks (${r.index_nodes} nodes), ${r.prompt_chars}-char prompts, policy ${r.policy}`);
   console.log(`  pick µs: p50 ${r.pick_us.p50}  p90 ${r.pick_us.p90}  p99 ${r.pick_us.p99}  max ${r.pick_us.max}  (target p99 ≤ 20: ${target.met ? 'met' : 'NOT met'})`);
-  console.log(`  learn µs (after dispatch in the gateway): p50 ${r.learn_us.p50}  p99 ${r.learn_us.p99}  max ${r.learn_us.max};  pick + learn: p50 ${r.pick_and_learn_us.p50}  p99 ${r.pick_and_learn_us.p99}`);
+  console.log(`  learn µs (after the upstream write, in the gateway): p50 ${r.learn_us.p50}  p99 ${r.learn_us.p99}  max ${r.learn_us.max};  pick + learn: p50 ${r.pick_and_learn_us.p50}  p99 ${r.pick_and_learn_us.p99}`);
   console.log(`  index: ${r.indexed_blocks} blocks after the fill, ${r.indexed_blocks_at_end} at the end, bound ${r.index_capacity_blocks}`);
   console.log(`  dry-run pick µs (decide only, no index learning): p50 ${r.pick_dry_run_us.p50}  p99 ${r.pick_dry_run_us.p99}`);
   console.log(`  index bytes per block: ${r.index_bytes_per_block} measured (heap + array buffers after − before, full GC)${r.index_bytes_per_block_estimate !== null ? `, ${r.index_bytes_per_block_estimate} by the index's own estimate` : ''}`);

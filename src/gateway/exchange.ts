@@ -272,8 +272,11 @@ export class Exchange {
     this.attempts++;
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
     this.dispatch(pick.endpoint);
-    this.ctx.router.learn(pick.ticket); // the index learns once the request is on its way
   }
+
+  private readonly learnPick = (): void => {
+    if (this.ticket) this.ctx.router.learn(this.ticket);
+  };
 
   private get canRetry(): boolean {
     return this.attempts <= this.ctx.config.limits.retries;
@@ -290,6 +293,10 @@ export class Exchange {
           return;
         }
         this.controller = controller;
+        // undici calls this just before it writes the request (which may be an event-loop turn or two after
+        // dispatch); the pick's deferred learning into the prefix index runs once that write is done. A pick
+        // made in between learns it first, so the order of learning never changes.
+        queueMicrotask(this.learnPick);
       },
       onResponseStart: (controller, statusCode, headers) => {
         if (!isCurrent()) return;

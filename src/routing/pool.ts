@@ -460,7 +460,6 @@ export class PoolRouter {
     // --- candidates with derived load figures (and, over the unsaturated ones, the minima `scored` needs)
     const qd = cfg.saturation.queue_depth;
     const kvT = cfg.saturation.kv_cache;
-    const staleAfter = cfg.metrics.stale_after;
     const t = this.tuning;
     const foreignTok = t.foreignPromptTokens;
     const floorTok = t.requestFloorTokens;
@@ -481,7 +480,7 @@ export class PoolRouter {
     for (let i = 0; i < list.length; i++) {
       const st = list[i];
       const sig = st.sig;
-      const fresh = sig !== null && now - st.sigAt <= staleAfter;
+      const fresh = this.fresh(st, now);
       const waiting = this.waitingEstimate(st, fresh);
       const running = fresh ? Math.max(sig!.running, st.decoding) : st.decoding;
       const kv = fresh ? sig!.kvUsage : NaN;

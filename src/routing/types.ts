@@ -50,9 +50,8 @@ export interface PickOptions {
    */
   dryRun?: boolean;
   /**
-   * true: the pick's learning into the prefix index waits for Router.learn(ticket), which the gateway calls
-   * right after handing the request to the upstream connection, so the request does not wait for that
-   * bookkeeping. Routing is unchanged: any later call into the pool (the next pick, index reads, endpoint
+   * true: the pick's learning into the prefix index waits for Router.learn(ticket), which the gateway runs
+   * once undici has written the request upstream, so the request does not wait for that bookkeeping. Routing is unchanged: any later call into the pool (the next pick, index reads, endpoint
    * changes) learns it first if learn() was not called.
    */
   deferLearn?: boolean;
