@@ -57,6 +57,17 @@ async function main(): Promise<void> {
       process.on('SIGINT', stop);
       return;
     }
+    case 'relay': {
+      // Internal: the `relay` target of `overhead` (the bare uWS + undici floor), as its own process.
+      const { startRelay } = await import('./relay.js');
+      const port = numOpt(opts, 'port', 0);
+      await startRelay(port, opts.get('upstream') ?? '');
+      console.log(`relay listening on http://127.0.0.1:${port}`);
+      const stop = (): void => process.exit(0);
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+      return;
+    }
     default:
       console.error(scenario && scenario !== 'help' && scenario !== '--help' ? `unknown scenario: ${scenario}\n\n${USAGE}` : USAGE);
       process.exitCode = scenario ? 2 : 0;

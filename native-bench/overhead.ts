@@ -60,7 +60,8 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   const durationS = numOpt(opts, 'duration', 5);
   const connections = (opts.get('connections') ?? '10,50,200').split(',').map(Number).filter((n) => n > 0);
   const modes = (opts.get('modes') ?? 'json,sse').split(',') as Mode[];
-  let targets = (opts.get('targets') ?? 'direct,nginx,infergate').split(',');
+  // `relay`: the bare uWS + undici floor (relay.ts), a reference for how much of infergate's cost is the stack
+  let targets = (opts.get('targets') ?? 'direct,nginx,relay,infergate').split(',');
   const fixedDurationS = numOpt(opts, 'fixed-duration', 5);
   const fixedRateMax = numOpt(opts, 'fixed-rate-max', 5000);
   const doProfile = opts.has('profile');
@@ -74,6 +75,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   let upstream: Proc | null = null;
   let nginx: Nginx | null = null;
   let gw: Gateway | null = null;
+  let relay: Proc | null = null;
   const entries: OverheadEntry[] = [];
   const fixed: Array<{ name: string; mode: Mode } & OpenLoopResult> = [];
   let profile: ReturnType<typeof topFunctions> | null = null;
@@ -84,6 +86,11 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     if (targets.includes('nginx')) {
       nginx = await startNginx(path.join(dir, 'nginx'), await freePort(), upPort);
       urls.nginx = `http://127.0.0.1:${nginx.port}`;
+    }
+    if (targets.includes('relay')) {
+      const port = await freePort();
+      relay = await startProcess(process.execPath, [CLI, 'relay', '--port', String(port), '--upstream', urls.direct], { readyPattern: /^relay listening/, name: 'relay' });
+      urls.relay = `http://127.0.0.1:${port}`;
     }
     if (targets.includes('infergate')) {
       gw = await startGateway({
@@ -102,7 +109,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
       for (const c of connections) {
         // Targets interleaved per cell so that drift in machine load hits all of them alike.
         for (const t of targets) {
-          const proxyPid = t === 'nginx' ? nginx?.pid : t === 'infergate' ? gw?.proc.child.pid : undefined;
+          const proxyPid = t === 'nginx' ? nginx?.pid : t === 'infergate' ? gw?.proc.child.pid : t === 'relay' ? relay?.child.pid : undefined;
           const before = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
           const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
           const after = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
@@ -135,6 +142,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     }
   } finally {
     if (gw) await gw.proc.stop();
+    if (relay) await relay.stop();
     if (nginx) await nginx.stop();
     if (upstream) await upstream.stop();
   }
@@ -156,8 +164,11 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   const ratios: Array<Record<string, unknown>> = [];
   const find = (n: string, m: Mode, c: number) => entries.find((e) => e.name === n && e.mode === m && e.connections === c);
   for (const m of modes) for (const c of connections) {
-    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c);
-    ratios.push({ mode: m, connections: c, nginx_vs_direct: d && n ? round(n.rps / d.rps) : null, infergate_vs_nginx: n && g ? round(g.rps / n.rps) : null, infergate_vs_direct: d && g ? round(g.rps / d.rps) : null });
+    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c); const b = find('relay', m, c);
+    ratios.push({
+      mode: m, connections: c, nginx_vs_direct: d && n ? round(n.rps / d.rps) : null, infergate_vs_nginx: n && g ? round(g.rps / n.rps) : null,
+      infergate_vs_direct: d && g ? round(g.rps / d.rps) : null, relay_vs_nginx: n && b ? round(b.rps / n.rps) : null, infergate_vs_relay: b && g ? round(g.rps / b.rps) : null,
+    });
   }
   const added: Array<Record<string, unknown>> = [];
   for (const m of modes) {
@@ -185,11 +196,11 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   }, { nginx: nginx?.version ?? null });
   // Ratio table.
   const cpu = (e: OverheadEntry | undefined) => (e?.proxy_cpu_us_per_request ? `${e.proxy_cpu_us_per_request.user}+${e.proxy_cpu_us_per_request.sys}` : '-');
-  const lines = ['', 'mode  conns   direct rps   nginx rps   infergate rps   nginx/direct   infergate/nginx   CPU µs/req user+sys: nginx  infergate'];
+  const lines = ['', 'mode  conns   direct rps   nginx rps   relay rps   infergate rps   relay/nginx   infergate/nginx   CPU µs/req user+sys: nginx      relay  infergate'];
   for (const m of modes) for (const c of connections) {
-    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c);
+    const d = find('direct', m, c); const n = find('nginx', m, c); const g = find('infergate', m, c); const b = find('relay', m, c);
     const r = ratios.find((x) => x.mode === m && x.connections === c)!;
-    lines.push(`${m.padEnd(5)} ${String(c).padStart(5)} ${String(d?.rps ?? '-').padStart(12)} ${String(n?.rps ?? '-').padStart(11)} ${String(g?.rps ?? '-').padStart(15)} ${String(r.nginx_vs_direct ?? '-').padStart(14)} ${String(r.infergate_vs_nginx ?? '-').padStart(17)}   ${cpu(n).padStart(25)}  ${cpu(g).padStart(9)}`);
+    lines.push(`${m.padEnd(5)} ${String(c).padStart(5)} ${String(d?.rps ?? '-').padStart(12)} ${String(n?.rps ?? '-').padStart(11)} ${String(b?.rps ?? '-').padStart(11)} ${String(g?.rps ?? '-').padStart(15)} ${String(r.relay_vs_nginx ?? '-').padStart(13)} ${String(r.infergate_vs_nginx ?? '-').padStart(17)}   ${cpu(n).padStart(25)} ${cpu(b).padStart(10)} ${cpu(g).padStart(10)}`);
   }
   if (added.length) {
     lines.push('', 'added latency over direct at a fixed rate (open loop):', 'mode  proxy      rate/s   +p50 ms   +p99 ms  valid');
