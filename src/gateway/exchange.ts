@@ -12,7 +12,7 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
 import { renderPrompt } from '../routing/prompt.js';
 import type { PoolConfig } from '../config/schema.js';
-import type { PickResult, Ticket } from '../routing/index.js';
+import type { PickOptions, PickResult, Ticket } from '../routing/index.js';
 import { errors, errorBody, errorEvent, statusLine, type ApiError } from './errors.js';
 import type { GatewayContext } from './context.js';
 
@@ -37,6 +37,9 @@ const EMPTY = Buffer.alloc(0);
 const DISCARD_LIMIT = 64 * 1024 * 1024;
 
 type Phase = 'body' | 'upstream' | 'streaming' | 'done';
+/** The picker's options, one object each (none made per request, and one shape for the picker's code). */
+const PICK: PickOptions = { explain: false, deferLearn: true };
+const PICK_EXPLAIN: PickOptions = { explain: true, deferLearn: true };
 
 export class Exchange {
   private readonly started = performance.now();
@@ -55,10 +58,11 @@ export class Exchange {
   private modelLabel = '';
   private pool = '';
   private forwardModel = '';
-  private upstreamBody: Buffer = Buffer.alloc(0);
+  private upstreamBody: Buffer = EMPTY;
   private promptText = '';
   private promptTokens = 0;
-  private readonly failed = new Set<string>();
+  /** endpoints that failed this request (made on the first failure) */
+  private failed: Set<string> | undefined;
   private attempts = 0;
   private ticket: Ticket | undefined;
   private endpoint = '';
@@ -250,7 +254,7 @@ export class Exchange {
       this.pool,
       { model: this.forwardModel, promptText: this.promptText, promptTokens: this.promptTokens, exclude: this.failed },
       Date.now(),
-      { explain: this.ctx.logger.isLevelEnabled('debug'), deferLearn: true },
+      this.ctx.logger.isLevelEnabled('debug') ? PICK_EXPLAIN : PICK,
     );
     this.ctx.metrics.pickObserved(this.pool, poolCfg.policy, (performance.now() - t0) / 1000);
     if (pick.kind !== 'unavailable' && pick.explain) {
@@ -285,43 +289,28 @@ export class Exchange {
   private dispatch(endpoint: string): void {
     const attempt = ++this.attemptId;
     const upstream = this.ctx.upstreams.get(endpoint);
-    const isCurrent = () => attempt === this.attemptId && this.phase !== 'done' && !this.clientGone;
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart: (controller) => {
-        if (!isCurrent()) {
-          controller.abort(new Error('superseded'));
-          return;
-        }
-        this.controller = controller;
-        // undici calls this just before it writes the request (which may be an event-loop turn or two after
-        // dispatch); the pick's deferred learning into the prefix index runs once that write is done. A pick
-        // made in between learns it first, so the order of learning never changes.
-        queueMicrotask(this.learnPick);
-      },
-      onResponseStart: (controller, statusCode, headers) => {
-        if (!isCurrent()) return;
-        this.onUpstreamResponse(controller, statusCode, headers);
-      },
-      onResponseData: (_controller, chunk) => {
-        if (!isCurrent()) return;
-        this.onUpstreamData(chunk);
-      },
-      onResponseEnd: () => {
-        if (!isCurrent()) return;
-        this.onUpstreamEnd();
-      },
-      onResponseError: (_controller, err) => {
-        if (!isCurrent()) return;
-        this.onUpstreamError(err);
-      },
-    };
+    // (no `origin`: a Pool sends to its own)
     upstream.dispatch(
-      { origin: `http://${endpoint}`, path: this.kind === 'chat' ? '/v1/chat/completions' : '/v1/completions', method: 'POST', headers: this.fwdHeaders, body: this.upstreamBody },
-      handler,
+      { path: this.kind === 'chat' ? '/v1/chat/completions' : '/v1/completions', method: 'POST', headers: this.fwdHeaders, body: this.upstreamBody },
+      new Attempt(this, attempt),
     );
   }
 
-  private onUpstreamResponse(
+  /** Whether undici's callbacks for try `attempt` still matter (not superseded by a retry, exchange not over). */
+  isCurrent(attempt: number): boolean {
+    return attempt === this.attemptId && this.phase !== 'done' && !this.clientGone;
+  }
+
+  /** Attempt's onRequestStart for the current try: undici is about to write the request. */
+  upstreamStarted(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    // undici calls this just before it writes the request (which may be an event-loop turn or two after
+    // dispatch); the pick's deferred learning into the prefix index runs once that write is done. A pick
+    // made in between learns it first, so the order of learning never changes.
+    queueMicrotask(this.learnPick);
+  }
+
+  onUpstreamResponse(
     controller: Dispatcher.DispatchController,
     statusCode: number,
     headers: Record<string, string | string[] | undefined>,
@@ -330,7 +319,7 @@ export class Exchange {
       this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'status' });
       if (this.canRetry) {
         // Another endpoint, if there is one: otherwise this answer is passed on as it is.
-        this.failed.add(this.endpoint);
+        (this.failed ??= new Set()).add(this.endpoint);
         const next = this.choose();
         if (next.kind === 'ok') {
           this.endAttempt('error');
@@ -360,7 +349,7 @@ export class Exchange {
     this.buffered = !this.sse && contentLength >= 0 && contentLength <= BUFFER_LIMIT ? [] : null;
   }
 
-  private onUpstreamData(chunk: Buffer): void {
+  onUpstreamData(chunk: Buffer): void {
     if (this.firstByteAt === 0) {
       const now = performance.now();
       this.firstByteAt = now;
@@ -377,14 +366,17 @@ export class Exchange {
     this.pending.push(chunk);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      queueMicrotask(this.flushPending);
+      queueMicrotask((this.flushFn ??= () => this.flushPending()));
     }
   }
 
   private pending: Buffer[] = [];
   private flushScheduled = false;
 
-  private readonly flushPending = (): void => {
+  /** made on the first streamed chunk (a buffered answer never needs it) */
+  private flushFn: (() => void) | undefined;
+
+  private flushPending(): void {
     this.flushScheduled = false;
     if (this.phase !== 'streaming' || this.clientGone || this.pending.length === 0) return;
     const data = this.takePending();
@@ -408,7 +400,8 @@ export class Exchange {
         });
       }
     }
-  };
+  }
+
 
   /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */
   private takePending(): Buffer {
@@ -422,7 +415,7 @@ export class Exchange {
     return data;
   }
 
-  private onUpstreamEnd(): void {
+  onUpstreamEnd(): void {
     const body = this.buffered ? (this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered)) : this.takePending();
     this.res.cork(() => {
       if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
@@ -432,14 +425,14 @@ export class Exchange {
     this.finish(this.status, this.status < 500 ? 'ok' : 'error');
   }
 
-  private onUpstreamError(err: Error): void {
+  onUpstreamError(err: Error): void {
     const code = (err as { code?: string }).code ?? '';
     const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {
       // Nothing reached the client yet: try another endpoint while retries last.
       this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
-      this.failed.add(this.endpoint);
+      (this.failed ??= new Set()).add(this.endpoint);
       this.endAttempt('error');
       if (this.canRetry) {
         this.tryNext();
@@ -552,5 +545,37 @@ export class Exchange {
       );
     }
     this.ctx.onExchangeDone();
+  }
+}
+
+/**
+ * undici's callbacks for one try of an exchange (one object per try, rather than a closure per callback):
+ * a try superseded by a retry, or outliving its exchange, is ignored (and aborted if it has not started).
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  constructor(
+    private readonly ex: Exchange,
+    private readonly id: number,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    if (this.ex.isCurrent(this.id)) this.ex.upstreamStarted(controller);
+    else controller.abort(new Error('superseded'));
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamResponse(controller, statusCode, headers);
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamData(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamEnd();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamError(err);
   }
 }
