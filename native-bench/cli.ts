@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- SCENARIO [options]`: infergate's benchmarks.
- *   overhead  proxy cost against direct and nginx (wrk), JSON and SSE        → DIR/overhead.json
+ *   overhead  proxy cost against direct, nginx and the bare relay (wrk)     → DIR/overhead.json
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
@@ -11,7 +11,7 @@ import { parseArgs, numOpt } from './common.js';
 const USAGE = `usage: npm run bench -- SCENARIO [options]
 
 scenarios:
-  overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,infergate]
+  overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate]
              [--fixed-duration 5] [--fixed-rate-max 5000] [--profile] [--out DIR]
   picker     [--endpoints 64] [--blocks 200000] [--prompt-chars 16384] [--picks 20000] [--out DIR]
   policies   [--trace FILE | --generate NAME] [--endpoints N] [--time-scale X] [--requests LIMIT]
