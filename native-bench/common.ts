@@ -236,3 +236,22 @@ export function numOpt(opts: Map<string, string>, key: string, def: number): num
   if (!Number.isFinite(n)) throw new Error(`--${key} must be a number, not ${JSON.stringify(v)}`);
   return n;
 }
+
+/** User and system CPU of a process so far, in clock ticks (/proc/PID/stat), or null (no /proc, or gone). */
+export function procCpuTicks(pid: number): { user: number; sys: number } | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // fields after "(comm) ": state is field 3, utime 14, stime 15 → indices 11 and 12 here
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { user: Number(f[11]), sys: Number(f[12]) };
+  } catch {
+    return null;
+  }
+}
+
+/** The kernel's clock ticks per second (getconf CLK_TCK; 100 if that fails). */
+export function clockTicks(): number {
+  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const n = Number(r.stdout?.trim());
+  return r.status === 0 && Number.isInteger(n) && n > 0 ? n : 100;
+}

@@ -8,13 +8,11 @@
  * The load generator is this one Node process: on a 2-core machine it may be the limit, not the mock.
  * `events_per_cpu_s` (events per second of mock CPU) is the mock's own cost, whatever limited the run.
  */
-import { spawnSync } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
 import { Pool } from 'undici';
-import { INFERGATE_CLI, freePortRange, numOpt, round, sleep, startProcess, writeResult, type Proc } from './common.js';
+import { INFERGATE_CLI, clockTicks, freePortRange, numOpt, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
 
 export const MOCK_BENCH_MODEL = 'bench-model';
 export const TARGET_EVENTS_PER_S = 50_000;
@@ -70,20 +68,8 @@ export class SseEventCounter {
 
 /** utime + stime of a process in seconds, from /proc/PID/stat (null where /proc is not there). */
 export function procCpuSeconds(pid: number, clkTck: number): number | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // fields after "(comm) ": state is field 3, utime 14, stime 15 → indices 11 and 12 here
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / clkTck;
-  } catch {
-    return null;
-  }
-}
-
-export function clockTicks(): number {
-  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
-  const n = Number(r.stdout?.trim());
-  return r.status === 0 && Number.isInteger(n) && n > 0 ? n : 100;
+  const t = procCpuTicks(pid);
+  return t ? (t.user + t.sys) / clkTck : null;
 }
 
 interface Counters {

@@ -8,7 +8,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { numOpt, round, startProcess, writeResult, freePort, type Proc } from './common.js';
+import { clockTicks, numOpt, procCpuTicks, round, startProcess, writeResult, freePort, type Proc } from './common.js';
 import { gatewayAvailable, startGateway, type Gateway } from './gateway.js';
 import { startNginx, type Nginx } from './nginx.js';
 import { openLoop, type OpenLoopResult } from './openloop.js';
@@ -34,24 +34,26 @@ export interface OverheadEntry {
   proxy_cpu_us_per_request?: { user: number; sys: number };
 }
 
-/** utime and stime (clock ticks) of a process and, with `children`, of its child processes (nginx's worker). */
+/** CPU clock ticks of a process and, with `children`, of its child processes (nginx's worker). */
 function cpuTicks(pid: number, children = false): [number, number] | null {
-  try {
-    const pids = [pid];
-    if (children) for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)) if (c) pids.push(Number(c));
-    let u = 0;
-    let s = 0;
-    for (const p of pids) {
-      const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
-      u += Number(f[11]);
-      s += Number(f[12]);
+  const pids = [pid];
+  if (children) {
+    try {
+      for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)) if (c) pids.push(Number(c));
+    } catch {
+      return null;
     }
-    return [u, s];
-  } catch {
-    return null;
   }
+  let u = 0;
+  let s = 0;
+  for (const p of pids) {
+    const t = procCpuTicks(p);
+    if (!t) return null;
+    u += t.user;
+    s += t.sys;
+  }
+  return [u, s];
 }
-const TICKS_PER_S = 100; // USER_HZ on Linux
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
 
@@ -65,6 +67,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   const fixedDurationS = numOpt(opts, 'fixed-duration', 5);
   const fixedRateMax = numOpt(opts, 'fixed-rate-max', 5000);
   const doProfile = opts.has('profile');
+  const clkTck = clockTicks();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'infergate-overhead-'));
   const profDir = path.join(dir, 'prof');
   const notes: string[] = [];
@@ -115,7 +118,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
           const after = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
           const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
           if (before && after && r.requests > 0) {
-            const us = (ticks: number) => round((ticks * 1e6) / TICKS_PER_S / r.requests, 1);
+            const us = (ticks: number) => round((ticks * 1e6) / clkTck / r.requests, 1);
             e.proxy_cpu_us_per_request = { user: us(after[0] - before[0]), sys: us(after[1] - before[1]) };
           }
           entries.push(e);
