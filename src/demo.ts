@@ -122,5 +122,7 @@ export async function demoMain(args: string[]): Promise<number> {
   });
   await gateway.stop(2000);
   await mocks.close();
+  // idle keep-alive connections would keep uWS's loop alive; this unref'd timer only fires if so
+  setTimeout(() => process.exit(process.exitCode ?? 0), 250).unref();
   return 0;
 }

@@ -5,7 +5,8 @@
  *
  * uWS rules kept here: `req` is read only in the constructor (synchronously, inside the route handler);
  * onAborted is attached before the handler returns; every write after the first tick is inside
- * `res.cork`; one onWritable per response; `res` is never touched after abort or end.
+ * `res.cork`; one onWritable per response; `res` is never touched after abort or end; `end(…, true)`
+ * (close the connection) only before any `write` (uWS 20.30 would put `Connection: close` inside the body).
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -29,7 +30,11 @@ const DROP_RESPONSE_HEADERS = new Set([
   'upgrade', 'content-length', 'date', 'x-request-id', 'uwebsockets',
 ]);
 
-/** Non-streamed answers up to this size are sent with a Content-Length in one write. */
+/**
+ * Non-streamed answers up to this size are gathered and sent with a Content-Length in one write: the client
+ * gets the whole JSON or, if the model server dies before its end, a clean 502, never half a body. A larger
+ * answer is passed on as it comes once this much has gathered.
+ */
 const BUFFER_LIMIT = 1 << 20;
 const RETRYABLE_STATUS = new Set([502, 503]);
 const EMPTY = Buffer.alloc(0);
@@ -61,6 +66,8 @@ export class Exchange {
   private upstreamBody: Buffer = EMPTY;
   private promptText = '';
   private promptTokens = 0;
+  /** the client asked for `"stream": true` */
+  private streamRequested = false;
   /** endpoints that failed this request (made on the first failure) */
   private failed: Set<string> | undefined;
   private attempts = 0;
@@ -78,6 +85,7 @@ export class Exchange {
   private headersSent = false;
   private sse = false;
   private buffered: Buffer[] | null = null;
+  private bufferedBytes = 0;
   private firstByteAt = 0;
   private series: ReturnType<GatewayContext['metrics']['streamSeries']> | undefined;
   private lastChunkAt = 0;
@@ -198,6 +206,7 @@ export class Exchange {
     } else {
       this.upstreamBody = body;
     }
+    this.streamRequested = obj.stream === true;
     this.promptText = renderPrompt(obj);
     this.promptTokens = Math.ceil(this.promptText.length / 4);
     if (!('content-type' in this.fwdHeaders)) this.fwdHeaders['content-type'] = 'application/json';
@@ -346,7 +355,10 @@ export class Exchange {
     }
     this.resHeaders = list;
     this.sse = contentType.startsWith('text/event-stream');
-    this.buffered = !this.sse && contentLength >= 0 && contentLength <= BUFFER_LIMIT ? [] : null;
+    // Gather a non-SSE answer that fits (a declared length within the limit, or no length for a request
+    // that did not ask to stream: its JSON is of no use to the client before its end anyway).
+    this.buffered = !this.sse && (contentLength >= 0 ? contentLength <= BUFFER_LIMIT : !this.streamRequested) ? [] : null;
+    this.bufferedBytes = 0;
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -359,11 +371,16 @@ export class Exchange {
     }
     if (this.buffered) {
       this.buffered.push(chunk);
-      return;
+      this.bufferedBytes += chunk.length;
+      if (this.bufferedBytes <= BUFFER_LIMIT) return;
+      // Longer than announced, or than the limit: what has gathered goes now, the rest as it comes.
+      this.pending = this.buffered;
+      this.buffered = null;
+    } else {
+      // One upstream read often holds several HTTP chunks (several SSE events): gather what arrives in
+      // this turn of the event loop and send it in one write, one syscall instead of one per event.
+      this.pending.push(chunk);
     }
-    // One upstream read often holds several HTTP chunks (several SSE events): gather what arrives in
-    // this turn of the event loop and send it in one write, one syscall instead of one per event.
-    this.pending.push(chunk);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       queueMicrotask((this.flushFn ??= () => this.flushPending()));
@@ -418,7 +435,16 @@ export class Exchange {
   onUpstreamEnd(): void {
     const body = this.buffered ? (this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered)) : this.takePending();
     this.res.cork(() => {
-      if (!this.headersSent) this.writeHead(this.status, this.resHeaders);
+      if (!this.headersSent) {
+        this.writeHead(this.status, this.resHeaders);
+        // While draining for shutdown, a whole answer closes its connection (`Connection: close`), so the
+        // client's next request goes elsewhere. Not after a streamed body: uWS 20.30 would write that
+        // header into the chunked body.
+        if (this.ctx.draining) {
+          this.res.end(body, true);
+          return;
+        }
+      }
       if (body.length > 0) this.res.end(body);
       else this.res.end();
     });
@@ -512,7 +538,7 @@ export class Exchange {
       this.res.writeHeader('x-request-id', this.requestId);
       if (e.retryAfterS !== undefined) this.res.writeHeader('retry-after', String(e.retryAfterS));
       if (this.ctx.config.debug_headers && endpoint && e.status >= 500) this.res.writeHeader('x-infergate-endpoint', endpoint);
-      this.res.end(body, closeConnection);
+      this.res.end(body, closeConnection || this.ctx.draining); // nothing was written before: see onUpstreamEnd
     });
     this.finish(e.status, e.status >= 500 ? 'error' : 'ok');
   }

@@ -21,11 +21,18 @@ export async function runGateway(config: Config): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal: sig }, 'shutting down');
+      const exit = (code: number) => {
+        // uWS keeps idle keep-alive client connections open (and the process alive) until the client or
+        // its idle timeout closes them; with the answers all sent, they are not waited for. The timer is
+        // unref'd: if nothing else is left the process exits on its own first.
+        setTimeout(() => process.exit(process.exitCode ?? code), 250).unref();
+        resolve(code);
+      };
       gateway.stop().then(
-        () => resolve(0),
+        () => exit(0),
         (err: unknown) => {
           logger.error({ err }, 'shutdown failed');
-          resolve(1);
+          exit(1);
         },
       );
     };

@@ -81,6 +81,65 @@ t.test('an endpoint answering 502/503 before any body is retried on another one'
   t.equal(healthy.received.length, 4, 'each request reached the healthy endpoint once');
 });
 
+t.test('a non-streamed answer cut by the model server is a clean 502, never half a body', async (t) => {
+  const json = JSON.stringify({ id: 'chatcmpl-cut', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(4000) } }] });
+  const cut = (res: import('node:http').ServerResponse) => {
+    res.write(json.slice(0, 1000));
+    setTimeout(() => res.socket?.destroy(), 50);
+  };
+  const up = await startUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(json.length) });
+    cut(res);
+  });
+  const gw = await startGateway(gatewayConfig([up.endpoint]));
+  t.teardown(async () => {
+    await gw.stop();
+    await up.close();
+  });
+  const ask = async () => {
+    const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
+    return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+  };
+  const check = (r: { status: number; text: string }, what: string) => {
+    t.equal(r.status, 502, `${what}: 502`);
+    t.equal((JSON.parse(r.text) as { error: { code: string } }).error.code, 'upstream_stream_broken', `${what}: an OpenAI error body`);
+    t.notMatch(r.text, up.endpoint.split(':')[1], `${what}: no backend port in the error`);
+  };
+  check(await ask(), 'with a Content-Length');
+
+  // No Content-Length (chunked): the request did not ask to stream, so the answer is gathered too.
+  up.behaviour = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    cut(res);
+  };
+  check(await ask(), 'chunked');
+
+  // The same chunked answer, whole: passed on intact, with its length.
+  up.behaviour = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write(json.slice(0, 1000));
+    setTimeout(() => res.end(json.slice(1000)), 20);
+  };
+  const whole = await ask();
+  t.equal(whole.status, 200);
+  t.equal(whole.text, json, 'the whole chunked answer');
+  t.equal(whole.headers['content-length'], String(json.length), 'sent with its length');
+
+  // Over the 1 MiB the gateway gathers, it is passed on as it comes; a cut then closes the connection,
+  // so the client sees an error rather than a body that looks complete.
+  const big = Buffer.alloc(3 << 20, 'y');
+  up.behaviour = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write(big);
+    setTimeout(() => res.socket?.destroy(), 100);
+  };
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
+  t.equal(res.statusCode, 200, 'a long answer started before the cut');
+  await t.rejects(res.body.text(), 'the cut reaches the client as a broken connection');
+  const m = await (await request(`${gw.adminUrl}/metrics`)).body.text();
+  t.match(m, /infergate_upstream_errors_total\{pool="p",kind="stream"\} 3/, 'three mid-answer failures counted');
+});
+
 t.test('a slow-reading client against a 50 MB answer keeps the gateway memory bounded', async (t) => {
   const total = 50 * 1024 * 1024;
   let written = 0;
@@ -131,14 +190,57 @@ t.test('a slow-reading client against a 50 MB answer keeps the gateway memory bo
   sock.destroy();
 });
 
-t.test('SIGTERM lets an in-flight stream finish, then exits 0', async (t) => {
+t.test('SIGTERM lets an in-flight stream finish, closes kept-alive connections, then exits 0', async (t) => {
   const body = sseBody(20);
   const up = await startUpstream((_req, res) => streamSse(res, body, 50));
   const gw = await startGateway(gatewayConfig([up.endpoint]));
-  t.teardown(() => up.close());
+  t.teardown(async () => {
+    await gw.stop();
+    await up.close();
+  });
+  const url = new URL(gw.url);
+  // Two raw keep-alive connections, each used once (a 400 answered by the gateway itself).
+  const open = async () => {
+    const sock = connect(Number(url.port), url.hostname);
+    let data = '';
+    let ended = false;
+    sock.on('data', (d: Buffer) => (data += d.toString()));
+    sock.on('close', () => (ended = true));
+    const ask = async (): Promise<string> => {
+      const from = data.length;
+      sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
+      return until(() => {
+        const got = data.slice(from);
+        const end = got.indexOf('\r\n\r\n');
+        const len = /\r\ncontent-length: (\d+)\r\n/i.exec(got.slice(0, end + 2));
+        return end >= 0 && len && got.length >= end + 4 + Number(len[1]) ? got : undefined;
+      }, 5000, 'an answer on the raw connection');
+    };
+    return { sock, ask, isEnded: () => ended };
+  };
+  const a = await open();
+  const idle = await open();
+  t.match(await a.ask(), /^HTTP\/1\.1 400 /, 'a kept-alive connection before shutdown');
+  t.match(await idle.ask(), /^HTTP\/1\.1 400 /, 'another, left idle');
+  t.teardown(() => {
+    a.sock.destroy();
+    idle.sock.destroy();
+  });
+
   const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody({ stream: true }) });
   const text = res.body.text();
   gw.proc.child.kill('SIGTERM');
-  t.equal(await text, body, 'the stream completed');
-  t.equal(await gw.proc.exited(10_000), 0, 'exit code 0');
+  // Ask on the kept-alive connection until the signal has been handled (answers before that are 400s).
+  const during = await until(async () => {
+    const r = await a.ask();
+    return /^HTTP\/1\.1 400 /.test(r) ? undefined : r;
+  }, 3000, 'the drain to start');
+  t.match(during, /^HTTP\/1\.1 503 /, 'a new request during the drain: 503');
+  t.match(during, /"code":"shutting_down"/);
+  await until(() => a.isEnded(), 3000, 'the gateway to close that connection after its answer');
+  t.pass('the connection is closed after the 503');
+  t.equal(await text, body, 'the in-flight stream completed');
+  const doneAt = Date.now();
+  t.equal(await gw.proc.exited(3000), 0, 'exit code 0');
+  t.ok(Date.now() - doneAt < 3000, `exited ${Date.now() - doneAt} ms after the last answer, an idle kept-alive connection notwithstanding`);
 });
