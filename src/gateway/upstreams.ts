@@ -15,7 +15,9 @@ export class Upstreams {
         // First byte: a long prompt's prefill must fit; then no idle limit shorter than the whole request.
         headersTimeout: this.limits.first_byte_timeout,
         bodyTimeout: this.limits.request_timeout,
-        keepAliveTimeout: 30_000,
+        // Below the model servers' own idle limit (uvicorn, under vLLM and SGLang: 5 s), so the gateway
+        // drops an idle connection before the server does and never writes a request into one being closed.
+        keepAliveTimeout: 4_000,
         connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout) },
       });
       this.pools.set(endpoint, pool);

@@ -67,7 +67,7 @@ export class Scraper {
     this.now = opts.now ?? Date.now;
     this.modelsEvery = opts.modelsIntervalMs ?? 10_000;
     this.scheme = opts.scheme ?? 'http';
-    this.agent = new Agent({ keepAliveTimeout: 30_000, connections: 4, pipelining: 1, connect: { timeout: 2_000 } });
+    this.agent = new Agent({ keepAliveTimeout: 4_000, connections: 4, pipelining: 1, connect: { timeout: 2_000 } });
   }
 
   /** New config (reload): intervals, paths and engines apply from the next tick. */

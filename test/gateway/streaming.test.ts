@@ -1,10 +1,11 @@
 // Aborts, retries, mid-stream failure, backpressure and shutdown, with real processes and sockets.
 import t from 'tap';
 import { request } from 'undici';
-import { connect } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { startGateway, gatewayConfig, freePort, until } from '../helpers/process.js';
-import { startUpstream, sseBody, streamSse, chatBody } from '../helpers/upstream.js';
+import { startUpstream, sseBody, streamSse, chatBody, CHAT_JSON } from '../helpers/upstream.js';
 
 t.test('a client that hangs up cancels the upstream request within a second', async (t) => {
   const up = await startUpstream((_req, res) => {
@@ -138,6 +139,35 @@ t.test('a non-streamed answer cut by the model server is a clean 502, never half
   await t.rejects(res.body.text(), 'the cut reaches the client as a broken connection');
   const m = await (await request(`${gw.adminUrl}/metrics`)).body.text();
   t.match(m, /infergate_upstream_errors_total\{pool="p",kind="stream"\} 3/, 'three mid-answer failures counted');
+});
+
+t.test('the gateway closes an idle upstream connection before a model server would (uvicorn: 5 s)', async (t) => {
+  // A server that keeps connections open: whoever closes one here is the gateway.
+  const closedAt: number[] = [];
+  const server = createServer((req, res) => {
+    const sock = req.socket as Socket & { inference?: boolean };
+    if (req.method === 'POST' && !sock.inference) {
+      sock.inference = true;
+      sock.once('close', () => closedAt.push(Date.now()));
+    }
+    req.resume();
+    req.on('end', () => res.writeHead(req.method === 'POST' ? 200 : 404, { 'content-type': 'application/json' }).end(CHAT_JSON));
+  });
+  // No idle limit and, like uvicorn, no `Keep-Alive: timeout=N` hint (undici would follow a hint).
+  server.keepAliveTimeout = 0;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const gw = await startGateway(gatewayConfig([`127.0.0.1:${(server.address() as AddressInfo).port}`]));
+  t.teardown(async () => {
+    await gw.stop();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
+  t.equal(await res.body.text(), CHAT_JSON);
+  const answeredAt = Date.now();
+  await until(() => closedAt.length > 0, 8000, 'the idle upstream connection to close');
+  const idle = closedAt[0] - answeredAt;
+  t.ok(idle < 4800, `closed by the gateway after ${idle} ms idle`);
 });
 
 t.test('a slow-reading client against a 50 MB answer keeps the gateway memory bounded', async (t) => {
