@@ -15,6 +15,7 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
 import { loadUws, type Uws } from './uws.js';
+import { listenExclusive } from '../common/listen.js';
 
 export interface GatewayAddresses {
   url: string;
@@ -93,7 +94,7 @@ export class Gateway implements GatewayContext {
 
   private listenOn(app: TemplatedApp, host: string, port: number): Promise<number> {
     return new Promise((resolve, reject) => {
-      app.listen(host, port, (socket) => {
+      listenExclusive(app, host, port, (socket) => {
         if (!socket) {
           reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
           return;

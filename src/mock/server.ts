@@ -19,6 +19,7 @@ import {
 } from './prom.js';
 import { naturalLength, requestKey, TOKEN_JSON, TOKEN_TEXT, tokenWord } from './text.js';
 import { profileFromOptions, type FailMode, type MetricsFault, type MockOptions } from './options.js';
+import { listenExclusive } from '../common/listen.js';
 
 type Res = uWS.HttpResponse;
 type Req = uWS.HttpRequest;
@@ -154,8 +155,8 @@ export class MockServer {
 
   listen(): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.app.listen(this.host, this.port, (tok) => {
-        if (!tok) reject(new Error(`mock: cannot listen on ${this.host}:${this.port}`));
+      listenExclusive(this.app, this.host, this.port, (tok) => {
+        if (!tok) reject(new Error(`cannot listen on ${this.host}:${this.port} (in use or not permitted)`));
         else {
           this.listenSocket = tok;
           if (this.port === 0) {

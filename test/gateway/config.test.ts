@@ -2,7 +2,8 @@
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCli, tempDir, ROOT } from '../helpers/process.js';
+import { stringify } from 'yaml';
+import { runCli, tempDir, ROOT, startGateway, gatewayConfig, freePort } from '../helpers/process.js';
 
 const dir = tempDir();
 function file(name: string, text: string): string {
@@ -77,6 +78,20 @@ t.test('serve exits 1 on a bad config before listening', async (t) => {
   t.equal(await p.exited(), 1);
   t.notMatch(p.stdout(), /listening/);
   t.match(p.stderr(), /models: at least one model/);
+});
+
+t.test('a port another gateway or mock already holds is refused, not shared', async (t) => {
+  // uWS would share a port between processes (SO_REUSEPORT, set for any port but 0) unless told not to.
+  const port = await freePort();
+  const first = await startGateway(gatewayConfig(['127.0.0.1:9'], { over: { listen: { host: '127.0.0.1', port } } }));
+  t.teardown(() => first.stop());
+  const second = runCli(['serve', '--config', file('same-port.yaml', stringify(gatewayConfig(['127.0.0.1:9'], { over: { listen: { host: '127.0.0.1', port } } })))]);
+  t.equal(await second.exited(), 1, 'the second gateway exits 1');
+  t.notMatch(second.stdout(), /listening/);
+  t.match(second.stderr(), new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(in use`));
+  const mock = runCli(['mock', '--port', String(port), '--model', 'm']);
+  t.equal(await mock.exited(), 1, 'so does a mock');
+  t.match(mock.stderr(), new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}`));
 });
 
 t.test('schema prints a JSON Schema; --help and unknown commands', async (t) => {

@@ -1,0 +1,16 @@
+/**
+ * Listening with uWebSockets.js without SO_REUSEPORT. uWS sets it by default on Linux, so a second process
+ * started on a port a uWS process already holds (a second gateway, a mock) would silently share its
+ * traffic instead of failing with "address in use". uWS 20.30 takes `(host, port, options, cb)`, though
+ * its typings list options only in the form without a host.
+ */
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT */
+const EXCLUSIVE_PORT = 1;
+
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => TemplatedApp;
+
+export function listenExclusive(app: TemplatedApp, host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
+  (app.listen as unknown as ListenWithOptions).call(app, host, port, EXCLUSIVE_PORT, cb);
+}
