@@ -75,7 +75,7 @@ export async function demoMain(args: string[]): Promise<number> {
   const mocks = await startMockServers({
     port: ports[0],
     count: ports.length,
-    host: pool.endpoints[0].slice(0, pool.endpoints[0].lastIndexOf(':')),
+    host: pool.endpoints[0].slice(0, pool.endpoints[0].lastIndexOf(':')).replace(/^\[(.*)\]$/, '$1'), // [::1] → ::1
     model: baseModel,
     loras: adapters,
     timeScale: values['time-scale'] ? Number(values['time-scale']) : 1,

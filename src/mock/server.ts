@@ -21,6 +21,11 @@ import { naturalLength, requestKey, TOKEN_JSON, TOKEN_TEXT, tokenWord } from './
 import { profileFromOptions, type FailMode, type MetricsFault, type MockOptions } from './options.js';
 import { listenExclusive } from '../common/listen.js';
 
+/** HOST:PORT as an endpoint is written (an IPv6 address in brackets). */
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 type Res = uWS.HttpResponse;
 type Req = uWS.HttpRequest;
 
@@ -131,7 +136,7 @@ export class MockServer {
     this.loras = [...this.engine.profile.loras];
     this.host = host;
     this.port = port;
-    this.endpoint = `${host}:${port}`;
+    this.endpoint = hostPort(host, port);
     this.scale = opts.timeScale ?? 1;
     if (!(this.scale > 0)) throw new Error('mock: timeScale must be > 0');
     this.seed = opts.seed ?? 0;
@@ -161,7 +166,7 @@ export class MockServer {
           this.listenSocket = tok;
           if (this.port === 0) {
             this.port = uWS.us_socket_local_port(tok as unknown as uWS.us_socket);
-            this.endpoint = `${this.host}:${this.port}`;
+            this.endpoint = hostPort(this.host, this.port);
           }
           resolve();
         }
