@@ -108,17 +108,19 @@ export class Gateway implements GatewayContext {
   private routes(app: TemplatedApp): void {
     app.post('/v1/chat/completions', (res, req) => this.guard(res, () => new Exchange(this, res, req, 'chat')));
     app.post('/v1/completions', (res, req) => this.guard(res, () => new Exchange(this, res, req, 'completions')));
-    app.get('/v1/models', (res) => {
+    const models = (res: HttpResponse, head: boolean) => {
       const created = Math.floor(Date.now() / 1000);
       const data = this.router.models().map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
-      sendJson(res, '200 OK', JSON.stringify({ object: 'list', data }));
-    });
+      sendJson(res, '200 OK', JSON.stringify({ object: 'list', data }), head);
+    };
+    app.get('/v1/models', (res) => models(res, false));
+    app.head('/v1/models', (res) => models(res, true));
     const known = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models']);
     app.any('/*', (res, req) => {
       const url = req.getUrl();
       const method = req.getCaseSensitiveMethod();
       const e = known.has(url) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url);
-      sendError(res, e);
+      sendError(res, e, method === 'HEAD');
     });
   }
 
@@ -137,14 +139,23 @@ export class Gateway implements GatewayContext {
   }
 
   private adminRoutes(app: TemplatedApp): void {
-    app.get('/healthz', (res) => sendJson(res, '200 OK', '{"status":"ok"}'));
-    app.get('/readyz', (res) => {
+    // Each GET also answers HEAD (load balancers and uptime checks use it): same status, no body.
+    const healthz = (res: HttpResponse, head: boolean) => sendJson(res, '200 OK', '{"status":"ok"}', head);
+    const readyz = (res: HttpResponse, head: boolean) => {
       const empty = this.router.pools().filter((p) => this.router.endpoints(p).length === 0);
-      if (this.draining) sendJson(res, '503 Service Unavailable', '{"status":"draining"}');
-      else if (empty.length > 0) sendJson(res, '503 Service Unavailable', JSON.stringify({ status: 'not ready', pools_without_endpoints: empty }));
-      else sendJson(res, '200 OK', '{"status":"ready"}');
+      if (this.draining) sendJson(res, '503 Service Unavailable', '{"status":"draining"}', head);
+      else if (empty.length > 0) sendJson(res, '503 Service Unavailable', JSON.stringify({ status: 'not ready', pools_without_endpoints: empty }), head);
+      else sendJson(res, '200 OK', '{"status":"ready"}', head);
+    };
+    const pools = (res: HttpResponse, head: boolean) =>
+      sendJson(res, '200 OK', head ? '' : JSON.stringify(this.router.debugPools(Date.now()), null, 2), head);
+    for (const [path, handler] of [['/healthz', healthz], ['/readyz', readyz], ['/debug/pools', pools]] as const) {
+      app.get(path, (res) => handler(res, false));
+      app.head(path, (res) => handler(res, true));
+    }
+    app.head('/metrics', (res) => {
+      res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', this.metrics.registry.contentType).endWithoutBody());
     });
-    app.get('/debug/pools', (res) => sendJson(res, '200 OK', JSON.stringify(this.router.debugPools(Date.now()), null, 2)));
     app.get('/metrics', (res) => {
       let aborted = false;
       res.onAborted(() => {
@@ -163,7 +174,10 @@ export class Gateway implements GatewayContext {
         },
       );
     });
-    app.any('/*', (res, req) => sendError(res, errors.routeNotFound(req.getCaseSensitiveMethod(), req.getUrl())));
+    app.any('/*', (res, req) => {
+      const method = req.getCaseSensitiveMethod();
+      sendError(res, errors.routeNotFound(method, req.getUrl()), method === 'HEAD');
+    });
   }
 
   private endpointStates(): Array<[string, string, number, number]> {
@@ -204,16 +218,24 @@ function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function sendJson(res: HttpResponse, status: string, body: string): void {
+/**
+ * A JSON answer; for HEAD the same status and headers without the body, which uWS would otherwise send
+ * (and the next answer on the connection would be misread). uWS 20.30: `endWithoutBody()` takes no
+ * length here: given one, it never ends the response.
+ */
+function sendJson(res: HttpResponse, status: string, body: string, head = false): void {
   res.cork(() => {
-    res.writeStatus(status).writeHeader('content-type', 'application/json').end(body);
+    res.writeStatus(status).writeHeader('content-type', 'application/json');
+    if (head) res.endWithoutBody();
+    else res.end(body);
   });
 }
 
-function sendError(res: HttpResponse, e: ApiError): void {
+function sendError(res: HttpResponse, e: ApiError, head = false): void {
   res.cork(() => {
     res.writeStatus(e.statusText).writeHeader('content-type', 'application/json');
     if (e.retryAfterS !== undefined) res.writeHeader('retry-after', String(e.retryAfterS));
-    res.end(errorBody(e));
+    if (head) res.endWithoutBody();
+    else res.end(errorBody(e));
   });
 }

@@ -1,7 +1,8 @@
 // The streaming proxy path with a real gateway process and a scriptable upstream.
 import t from 'tap';
 import { request } from 'undici';
-import { startGateway, gatewayConfig } from '../helpers/process.js';
+import { connect } from 'node:net';
+import { startGateway, gatewayConfig, until } from '../helpers/process.js';
 import { startUpstream, sseBody, streamSse, CHAT_JSON, chatBody } from '../helpers/upstream.js';
 
 const up = await startUpstream((_req, res) => res.end());
@@ -130,4 +131,42 @@ t.test('admin: healthz, readyz, metrics, debug/pools', async (t) => {
   const d = await request(`${gw.adminUrl}/debug/pools`);
   t.equal(d.statusCode, 200);
   t.match(await d.body.text(), up.endpoint);
+});
+
+t.test('HEAD on every GET route (and on unknown paths): the status, no body, the connection still usable', async (t) => {
+  // Raw sockets: a HEAD answer that carried a body would be misread as the start of the next answer.
+  const headThenGet = async (base: string, path: string, next: string) => {
+    const url = new URL(base);
+    const sock = connect(Number(url.port), url.hostname);
+    let data = '';
+    sock.on('data', (d: Buffer) => (data += d.toString()));
+    sock.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n\r\nGET ${next} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    try {
+      return await until(() => {
+        const first = data.indexOf('\r\n\r\n');
+        const second = data.indexOf('\r\n\r\n', first + 4);
+        const len = /content-length: (\d+)/i.exec(data.slice(first + 4, second));
+        return second > 0 && len && data.length >= second + 4 + Number(len[1])
+          ? { head: data.slice(0, first), rest: data.slice(first + 4) }
+          : undefined;
+      }, 5000, `answers to HEAD ${path} and GET ${next}`);
+    } finally {
+      sock.destroy();
+    }
+  };
+  const cases: Array<[string, string, number, string]> = [
+    [gw.adminUrl, '/healthz', 200, '/healthz'],
+    [gw.adminUrl, '/readyz', 200, '/healthz'],
+    [gw.adminUrl, '/metrics', 200, '/healthz'],
+    [gw.adminUrl, '/debug/pools', 200, '/healthz'],
+    [gw.adminUrl, '/nope', 404, '/healthz'],
+    [gw.url, '/v1/models', 200, '/v1/models'],
+    [gw.url, '/v1/chat/completions', 405, '/v1/models'],
+    [gw.url, '/nope', 404, '/v1/models'],
+  ];
+  for (const [base, path, status, next] of cases) {
+    const r = await headThenGet(base, path, next);
+    t.match(r.head, new RegExp(`^HTTP/1\\.1 ${status} `), `HEAD ${path}: ${status}`);
+    t.match(r.rest, /^HTTP\/1\.1 200 /, `HEAD ${path}: no body, the next answer follows at once`);
+  }
 });
