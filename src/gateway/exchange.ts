@@ -558,7 +558,7 @@ export class Exchange {
     this.ctx.inFlight--;
     const seconds = (performance.now() - this.started) / 1000;
     this.ctx.metrics.requestDone(this.pool ? this.modelLabel : '', this.pool, code, seconds);
-    if (this.ctx.config.logging.access_log) {
+    if (this.ctx.config.logging.access_log && this.ctx.logger.isLevelEnabled('info')) {
       this.ctx.logger.info(
         {
           req_id: this.requestId, model: this.modelLabel || undefined, pool: this.pool || undefined,
