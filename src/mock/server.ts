@@ -215,13 +215,15 @@ export class MockServer {
 
   // ---------------------------------------------------------------- routes
 
-  private send(res: Res, status: number, body: string, contentType = 'application/json'): void {
+  /** `head`: the same status and headers without the body (uWS would send one; see src/gateway/README.md). */
+  private send(res: Res, status: number, body: string, contentType = 'application/json', head = false): void {
     res.cork(() => {
       res
         .writeStatus(STATUS[status] ?? `${status} Error`)
         .writeHeader('content-type', contentType)
-        .writeHeader('x-mock-endpoint', this.endpoint)
-        .end(body);
+        .writeHeader('x-mock-endpoint', this.endpoint);
+      if (head) res.endWithoutBody();
+      else res.end(body);
     });
   }
 
@@ -239,7 +241,11 @@ export class MockServer {
     app.get('/mock/faults', (res) => this.send(res, 200, JSON.stringify(this.faultsJson())));
     app.post('/mock/faults', (res) => this.setFaults(res));
     app.get('/mock/state', (res) => this.send(res, 200, JSON.stringify({ endpoint: this.endpoint, ...this.engine.snapshot(), faults: this.faultsJson(), vnow: this.vnow() })));
-    app.any('/*', (res) => this.send(res, 404, JSON.stringify({ detail: 'Not Found' })));
+    // HEAD as vLLM's server (Starlette) answers it: on every GET route, without a body
+    app.head('/v1/models', (res) => this.send(res, 200, '', 'application/json', true));
+    app.head('/health', (res) => this.send(res, 200, '', 'text/plain', true));
+    app.head('/metrics', (res) => this.send(res, 200, '', 'text/plain; version=0.0.4; charset=utf-8', true));
+    app.any('/*', (res, req) => this.send(res, 404, JSON.stringify({ detail: 'Not Found' }), 'application/json', req.getMethod() === 'head'));
   }
 
   private faultsJson() {

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
-import { Agent, fetch as ufetch, request } from 'undici';
+import { Agent, Client, fetch as ufetch, request } from 'undici';
 import OpenAI from 'openai';
 import { startMockServers, type MockOptions } from '../../src/mock/index.js';
 
@@ -311,4 +311,18 @@ t.test('CLI: mockMain prints one line per server and exits 0 on SIGTERM; bad fla
   bad.stderr.on('data', (d) => (berr += d));
   t.equal(await new Promise((r) => bad.on('exit', r)), 2);
   t.match(berr, /fail-mode/);
+});
+
+t.test('HEAD on GET routes and unknown paths: the status without a body, and the connection stays usable', async (t) => {
+  const s = await start();
+  const client = new Client(`http://${s.endpoints[0]}`); // one connection: every request below reuses it
+  t.teardown(() => client.close());
+  for (const [path, status] of [['/health', 200], ['/metrics', 200], ['/v1/models', 200], ['/nope', 404]] as const) {
+    const h = await client.request({ method: 'HEAD', path });
+    t.equal(h.statusCode, status, `HEAD ${path}: ${status}`);
+    t.equal(await h.body.text(), '', `HEAD ${path}: no body`);
+    const g = await client.request({ method: 'GET', path: '/health' });
+    t.equal(g.statusCode, 200, `after HEAD ${path}, the next answer on the connection reads correctly`);
+    await g.body.text();
+  }
 });
