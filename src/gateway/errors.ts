@@ -56,10 +56,11 @@ export const errors = {
     make(431, 'invalid_request_error', 'headers_too_large', `The request headers are larger than the limit of ${limit} bytes.`, {
       rejectReason: 'invalid',
     }),
-  unsupportedMediaType: () =>
-    make(415, 'invalid_request_error', 'unsupported_media_type', 'The request body must be JSON (Content-Type: application/json).', {
-      rejectReason: 'invalid',
-    }),
+  unsupportedEncoding: (encoding: string) =>
+    make(415, 'invalid_request_error', 'unsupported_content_encoding',
+      `Request bodies with Content-Encoding "${truncate(encoding, 50)}" are not accepted; send the JSON uncompressed.`, {
+        rejectReason: 'invalid',
+      }),
   saturated: (pool: string, retryAfterS: number) =>
     make(429, 'rate_limit_error', 'pool_saturated', `Every server of pool "${pool}" is saturated; retry after ${retryAfterS} s.`, {
       retryAfterS, rejectReason: 'saturated',

@@ -104,10 +104,12 @@ export class Exchange {
     let stickyValue: string | undefined;
     let headerBytes = req.getMethod().length + req.getUrl().length + (req.getQuery() ?? '').length + 12;
     let connection = '';
+    let encoding = '';
     req.forEach((key, value) => {
       headerBytes += key.length + value.length + 4;
       if (key === 'connection') connection = value;
       if (key === 'x-request-id') requestId = value;
+      if (key === 'content-encoding') encoding = value;
       if (stickyHeaders.has(key)) stickyValue = value;
       if (!DROP_REQUEST_HEADERS.has(key)) this.fwdHeaders[key] = value;
     });
@@ -136,6 +138,11 @@ export class Exchange {
       // A body a little over the limit is read and dropped by uWS after the answer (closing on unread
       // data would reset the connection and could lose the 413); an absurd one is refused and cut.
       this.reject(errors.bodyTooLarge(ctx.config.limits.max_body_bytes), this.declaredLength > DISCARD_LIMIT);
+      return;
+    }
+    if (encoding !== '' && encoding.toLowerCase() !== 'identity') {
+      // A compressed body would only fail as "not JSON", with its bytes quoted back.
+      this.reject(errors.unsupportedEncoding(encoding), this.declaredLength > DISCARD_LIMIT);
       return;
     }
     if (Number.isNaN(this.declaredLength)) {

@@ -3,6 +3,7 @@ import tap from "tap";
 const t = tap;
 import { request } from 'undici';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { startGateway, gatewayConfig, freePort } from '../helpers/process.js';
 import { startUpstream, CHAT_JSON, chatBody } from '../helpers/upstream.js';
 
@@ -141,4 +142,14 @@ t.test('the gateway survives all of the above', async (t) => {
   t.equal(r.status, 200);
   const m = await (await request(`${gw.adminUrl}/metrics`)).body.text();
   t.match(m, /infergate_rejected_total\{reason="invalid"/);
+});
+
+t.test('415: a compressed request body is refused by name, not quoted back as broken JSON', async (t) => {
+  const gz = gzipSync(chatBody());
+  const r = await post('/v1/chat/completions', gz, { 'content-encoding': 'gzip' });
+  t.equal(r.status, 415);
+  isOpenAIError(t, r.json, 'unsupported_content_encoding');
+  t.match(r.json.error.message, /"gzip"/);
+  const ok = await post('/v1/chat/completions', chatBody(), { 'content-encoding': 'identity' });
+  t.equal(ok.status, 200, 'identity is no encoding');
 });
