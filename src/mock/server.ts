@@ -474,6 +474,12 @@ export class MockServer {
       this.sendError(res, 400, 'stream: Input should be a valid boolean', 'stream');
       return null;
     }
+    if (b.n !== undefined && b.n !== null && b.n !== 1) {
+      // vLLM runs n > 1 as n sequences; the mock's engine models one per request, so it says so rather
+      // than answering one choice where n were asked for.
+      this.sendError(res, 400, 'n: the mock serves n = 1 only (one choice per request).', 'n');
+      return null;
+    }
     const mtRaw = b.max_completion_tokens ?? b.max_tokens;
     const mtParam = b.max_completion_tokens !== undefined && b.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
     if (mtRaw !== undefined && mtRaw !== null && (typeof mtRaw !== 'number' || !Number.isInteger(mtRaw))) {

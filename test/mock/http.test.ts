@@ -168,6 +168,7 @@ t.test('bad input gets vLLM-like errors', async (t) => {
     ['max_tokens string', chat('x', { max_tokens: '5' }), 400, /max_tokens/],
     ['max_completion_tokens 0', chat('x', { max_completion_tokens: 0 }), 400, /max_completion_tokens/],
     ['stream not boolean', chat('x', { stream: 'yes' }), 400, /stream/],
+    ['n = 2 (one sequence per request here)', chat('x', { n: 2 }), 400, /n = 1 only/],
   ];
   for (const [name, body, status, msg] of cases) {
     const r = await post(ep, '/v1/chat/completions', body);
@@ -183,6 +184,7 @@ t.test('bad input gets vLLM-like errors', async (t) => {
   const empty = await post(ep, '/v1/completions', { model: 'm', prompt: '' });
   t.equal(empty.status, 400, 'empty prompt');
   t.equal((await post(ep, '/v1/completions', { model: 'ad', prompt: 'ok', max_tokens: 1 })).status, 200, 'adapter is a model');
+  t.equal((await post(ep, '/v1/chat/completions', chat('x', { n: 1, max_tokens: 1 }))).status, 200, 'n = 1 is served');
   t.equal((await get(ep, '/nope')).status, 404);
 });
 
