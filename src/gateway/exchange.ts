@@ -111,7 +111,11 @@ export class Exchange {
       if (key === 'x-request-id') requestId = value;
       if (key === 'content-encoding') encoding = value;
       if (stickyHeaders.has(key)) stickyValue = value;
-      if (!DROP_REQUEST_HEADERS.has(key)) this.fwdHeaders[key] = value;
+      if (!DROP_REQUEST_HEADERS.has(key)) {
+        // a repeated header is one list (RFC 9110 §5.3; cookies join with "; ")
+        const prev = this.fwdHeaders[key];
+        this.fwdHeaders[key] = prev === undefined ? value : prev + (key === 'cookie' ? '; ' : ', ') + value;
+      }
     });
     // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
     if (connection) for (const name of connection.split(',')) delete this.fwdHeaders[name.trim().toLowerCase()];

@@ -66,6 +66,14 @@ t.test('request headers: credentials replaced, request id added or kept, tracepa
   await res2.body.text();
   t.match(up.received.at(-1)!.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'a request id is generated');
   t.equal(res2.headers['x-request-id'], up.received.at(-1)!.headers['x-request-id']);
+
+  // A header sent twice reaches the model server as one list, not only its last value.
+  const res3 = await request(`${gw.url}/v1/chat/completions`, {
+    method: 'POST', body: raw, headers: ['tracestate', 'a=1', 'tracestate', 'b=2', 'cookie', 'x=1', 'cookie', 'y=2'],
+  });
+  await res3.body.text();
+  t.equal(up.received.at(-1)!.headers.tracestate, 'a=1, b=2', 'a repeated header is joined with ", "');
+  t.equal(up.received.at(-1)!.headers.cookie, 'x=1; y=2', 'cookies with "; "');
 });
 
 t.test('headers named in the client\'s Connection header are not forwarded', async (t) => {
