@@ -135,11 +135,37 @@ export interface Proc {
  * Spawns `cmd args` and waits until `readyCount` lines of its output match `readyPattern` (or it exits,
  * or `timeoutMs` passes: both reject with its last output).
  */
+/** Processes a benchmark started and that still run: sent SIGTERM if the benchmark itself exits first. */
+const running = new Set<ChildProcess>();
+let exitHooked = false;
+
+/**
+ * Stop `child` when this process exits, whatever the reason (an exception, a closed stdout), so a
+ * benchmark that dies leaves no gateway, upstream or nginx behind. SIGTERM: each drains or quits on it.
+ */
+export function stopOnExit(child: ChildProcess): void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on('exit', () => {
+      for (const c of running) {
+        try {
+          c.kill('SIGTERM');
+        } catch {
+          // already gone
+        }
+      }
+    });
+  }
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
 export function startProcess(cmd: string, args: string[], opts: { readyPattern: RegExp; readyCount?: number; timeoutMs?: number; env?: NodeJS.ProcessEnv; cwd?: string; name?: string }): Promise<Proc> {
   const readyCount = opts.readyCount ?? 1;
   const timeoutMs = opts.timeoutMs ?? 20000;
   const name = opts.name ?? path.basename(cmd);
   const child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  stopOnExit(child);
   let out = '';
   const ready: string[] = [];
   let exited = false;

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import path from 'node:path';
-import { ensureTool, sleep } from './common.js';
+import { ensureTool, sleep, stopOnExit } from './common.js';
 
 export function nginxConfig(dir: string, listenPort: number, upstreamPort: number): string {
   const t = (n: string): string => path.join(dir, n);
@@ -71,6 +71,7 @@ export async function startNginx(dir: string, listenPort: number, upstreamPort: 
   const v = spawnSync(bin, ['-v'], { encoding: 'utf8' });
   const version = (v.stderr || v.stdout).trim().replace(/^nginx version:\s*/, '');
   const child = spawn(bin, ['-c', conf, '-p', dir, '-e', log], { stdio: ['ignore', 'ignore', 'pipe'] });
+  stopOnExit(child);
   let err = '';
   child.stderr!.on('data', (b) => { err += b; });
   try {
