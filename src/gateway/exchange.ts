@@ -113,8 +113,8 @@ export class Exchange {
       if (stickyHeaders.has(key)) stickyValue = value;
       if (!DROP_REQUEST_HEADERS.has(key)) {
         // a repeated header is one list (RFC 9110 §5.3; cookies join with "; ")
-        const prev = this.fwdHeaders[key];
-        this.fwdHeaders[key] = prev === undefined ? value : prev + (key === 'cookie' ? '; ' : ', ') + value;
+        const fwd = this.fwdHeaders;
+        fwd[key] = Object.hasOwn(fwd, key) ? fwd[key] + (key === 'cookie' ? '; ' : ', ') + value : value;
       }
     });
     // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).

@@ -69,11 +69,12 @@ t.test('request headers: credentials replaced, request id added or kept, tracepa
 
   // A header sent twice reaches the model server as one list, not only its last value.
   const res3 = await request(`${gw.url}/v1/chat/completions`, {
-    method: 'POST', body: raw, headers: ['tracestate', 'a=1', 'tracestate', 'b=2', 'cookie', 'x=1', 'cookie', 'y=2'],
+    method: 'POST', body: raw, headers: ['tracestate', 'a=1', 'tracestate', 'b=2', 'cookie', 'x=1', 'cookie', 'y=2', 'constructor', 'c'],
   });
   await res3.body.text();
   t.equal(up.received.at(-1)!.headers.tracestate, 'a=1, b=2', 'a repeated header is joined with ", "');
   t.equal(up.received.at(-1)!.headers.cookie, 'x=1; y=2', 'cookies with "; "');
+  t.equal(up.received.at(-1)!.headers.constructor, 'c', 'a header named like an Object property is its own value');
 });
 
 t.test('headers named in the client\'s Connection header are not forwarded', async (t) => {
