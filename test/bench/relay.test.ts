@@ -5,14 +5,16 @@
 import t from 'tap';
 import { Agent, request } from 'undici';
 import { BENCH_CLI } from '../helpers/bench.js';
-import { freePort, startProcess } from '../../native-bench/common.js';
+import { startProcess } from '../../native-bench/common.js';
+import { freePorts } from '../e2e/support.js';
 import { requestBody } from '../../native-bench/overhead.js';
 
 t.test('relay passes JSON and SSE answers through unchanged', async (t) => {
-  const upPort = await freePort();
+  // two ports below the ephemeral range (no outgoing connection of a parallel test can hold one)
+  const upPort = await freePorts(2);
   const up = await startProcess(process.execPath, [BENCH_CLI, 'upstream', '--port', String(upPort)], { readyPattern: /^upstream listening/, name: 'upstream' });
   t.teardown(() => up.stop());
-  const port = await freePort();
+  const port = upPort + 1;
   const relay = await startProcess(process.execPath, [BENCH_CLI, 'relay', '--port', String(port), '--upstream', `http://127.0.0.1:${upPort}`], { readyPattern: /^relay listening/, name: 'relay' });
   t.teardown(() => relay.stop());
   const agent = new Agent();
