@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { loadConfigFile, ConfigError } from './config/load.js';
+import { exitDespiteIdleConnections } from './common/listen.js';
 
 export async function demoMain(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -122,7 +123,6 @@ export async function demoMain(args: string[]): Promise<number> {
   });
   await gateway.stop(2000);
   await mocks.close();
-  // idle keep-alive connections would keep uWS's loop alive; this unref'd timer only fires if so
-  setTimeout(() => process.exit(process.exitCode ?? 0), 250).unref();
+  exitDespiteIdleConnections(0);
   return 0;
 }

@@ -14,3 +14,12 @@ type ListenWithOptions = (host: string, port: number, options: number, cb: (sock
 export function listenExclusive(app: TemplatedApp, host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
   (app.listen as unknown as ListenWithOptions).call(app, host, port, EXCLUSIVE_PORT, cb);
 }
+
+/**
+ * After a uWS server's listeners are closed and its answers sent: exit shortly even if idle keep-alive
+ * connections remain (uWS 20.30 cannot close them, and they keep the process alive until the client or
+ * the idle timeout does). The timer is unref'd, so a process with nothing left exits on its own first.
+ */
+export function exitDespiteIdleConnections(code: number): void {
+  setTimeout(() => process.exit(process.exitCode ?? code), 250).unref();
+}

@@ -2,6 +2,7 @@
 import type { Config } from '../config/schema.js';
 import { createLogger } from '../observability/logger.js';
 import { Gateway } from './server.js';
+import { exitDespiteIdleConnections } from '../common/listen.js';
 
 export async function runGateway(config: Config): Promise<number> {
   const logger = createLogger(process.env.LOG_LEVEL ?? config.logging.level);
@@ -22,10 +23,8 @@ export async function runGateway(config: Config): Promise<number> {
       stopping = true;
       logger.info({ signal: sig }, 'shutting down');
       const exit = (code: number) => {
-        // uWS keeps idle keep-alive client connections open (and the process alive) until the client or
-        // its idle timeout closes them; with the answers all sent, they are not waited for. The timer is
-        // unref'd: if nothing else is left the process exits on its own first.
-        setTimeout(() => process.exit(process.exitCode ?? code), 250).unref();
+        // idle keep-alive client connections are not waited for: every answer has been sent
+        exitDespiteIdleConnections(code);
         resolve(code);
       };
       gateway.stop().then(

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, numberFlag } from '../engine/index.js';
 import { MockServer } from './server.js';
 import type { FailMode, MockOptions } from './options.js';
+import { exitDespiteIdleConnections } from '../common/listen.js';
 
 export { MockServer } from './server.js';
 export type { MockOptions, FailMode, MetricsFault } from './options.js';
@@ -127,8 +128,7 @@ export async function mockMain(argv: string[]): Promise<number> {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
       void servers.close().then(() => {
-        // idle keep-alive connections can keep uWS's loop alive; this unref'd timer only fires if so
-        setTimeout(() => process.exit(process.exitCode ?? 0), 200).unref();
+        exitDespiteIdleConnections(0);
         resolve(0);
       });
     };
