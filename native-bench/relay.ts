@@ -9,6 +9,7 @@
  * `relay listening on http://127.0.0.1:N`.
  */
 import uWS from 'uWebSockets.js';
+import { listenExclusive } from '../src/common/listen.js';
 import { Pool, type Dispatcher } from 'undici';
 
 export function startRelay(port: number, upstream: string): Promise<void> {
@@ -75,6 +76,6 @@ export function startRelay(port: number, upstream: string): Promise<void> {
     });
   });
   return new Promise((resolve, reject) => {
-    app.listen('127.0.0.1', port, (s) => (s ? resolve() : reject(new Error(`relay: cannot listen on ${port}`))));
+    listenExclusive(app, '127.0.0.1', port, (s) => (s ? resolve() : reject(new Error(`relay: cannot listen on ${port}`))));
   });
 }

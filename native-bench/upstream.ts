@@ -9,6 +9,7 @@
  * `upstream listening on http://127.0.0.1:N`.
  */
 import uWS from 'uWebSockets.js';
+import { listenExclusive } from '../src/common/listen.js';
 
 export const UPSTREAM_MODEL = 'bench-model';
 
@@ -100,7 +101,7 @@ export function startUpstream(port: number, model = UPSTREAM_MODEL): Promise<voi
   app.get('/health', (res) => { res.end('ok'); });
   app.any('/*', (res) => { res.writeStatus('404 Not Found').end('not found'); });
   return new Promise((resolve, reject) => {
-    app.listen('127.0.0.1', port, (sock) => (sock ? resolve() : reject(new Error(`upstream could not listen on ${port}`))));
+    listenExclusive(app, '127.0.0.1', port, (sock) => (sock ? resolve() : reject(new Error(`upstream: cannot listen on ${port}`))));
   });
 }
 

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { runCli, freePorts, type Proc } from './support.js';
+import { runCli, onFreePorts, type Proc } from './support.js';
 import { ROOT, tempDir } from '../helpers/process.js';
 
 /** Runs a command line in sh, as a user pasting it would; resolves with its exit code and stdout. */
@@ -62,9 +62,27 @@ async function exercise(t: Test, demo: Proc) {
   t.equal(await demo.exited(10_000), 0, 'SIGINT: exit 0');
 }
 
+/** The demo with its mocks on 4 consecutive free ports (others if a parallel test takes one meanwhile). */
+function startDemo(args: (base: number) => string[]): Promise<Proc> {
+  return onFreePorts(4, async (base) => {
+    const demo = runCli(args(base));
+    try {
+      await demo.waitFor(/^listening on /m, 20_000);
+    } catch (e) {
+      await demo.kill('SIGKILL');
+      throw e;
+    }
+    return demo;
+  });
+}
+
 t.test('demo with its config on free ports (--config)', async (t) => {
   // config/demo.yaml with the ports moved: 4 consecutive free ones for the mocks, any for the listeners
-  const base = await freePorts(4);
+  const demo = await startDemo((base) => ['demo', '--config', demoConfig(base), '--time-scale', '10']);
+  await exercise(t, demo);
+});
+
+function demoConfig(base: number): string {
   const cfg = parse(readFileSync(join(ROOT, 'config', 'demo.yaml'), 'utf8')) as Record<string, any>;
   cfg.listen.port = 0;
   cfg.admin.port = 0;
@@ -73,10 +91,10 @@ t.test('demo with its config on free ports (--config)', async (t) => {
   pool.endpoints = [0, 1, 2, 3].map((k) => `127.0.0.1:${base + k}`);
   const file = join(tempDir(), 'demo.yaml');
   writeFileSync(file, stringify(cfg));
-  await exercise(t, runCli(['demo', '--config', file, '--time-scale', '10']));
-});
+  return file;
+}
 
 t.test('plain `infergate demo` with its shipped config, ports moved by flags', async (t) => {
-  const base = await freePorts(4);
-  await exercise(t, runCli(['demo', '--port', '0', '--admin-port', '0', '--mock-port', String(base), '--time-scale', '10']));
+  const demo = await startDemo((base) => ['demo', '--port', '0', '--admin-port', '0', '--mock-port', String(base), '--time-scale', '10']);
+  await exercise(t, demo);
 });

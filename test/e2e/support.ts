@@ -43,22 +43,35 @@ export async function freePorts(count: number): Promise<number> {
   }
 }
 
-/** `infergate mock --port N --count K …`: K servers on consecutive ports; waits for every "listening" line. */
-export async function startMocks(count: number, args: string[]): Promise<Mocks> {
+/**
+ * Runs `start` on `count` consecutive free ports. When a parallel test takes one of them between the check
+ * and the listen (the error says "cannot listen": listeners never share a port), it tries other ports.
+ */
+export async function onFreePorts<T>(count: number, start: (base: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    const proc = runCli(['mock', '--port', String(await freePorts(count)), '--count', String(count), ...args]);
-    const re = new RegExp(`(?:^mock listening on http://(\\S+)\\n[^]*){${count}}`, 'm');
+    try {
+      return await start(await freePorts(count));
+    } catch (e) {
+      if (attempt < 5 && /cannot listen/.test((e as Error).message)) continue;
+      throw e;
+    }
+  }
+}
+
+/** `infergate mock --port N --count K …`: K servers on consecutive ports; waits for every "listening" line. */
+export function startMocks(count: number, args: string[]): Promise<Mocks> {
+  const re = new RegExp(`(?:^mock listening on http://(\\S+)\\n[^]*){${count}}`, 'm');
+  return onFreePorts(count, async (base) => {
+    const proc = runCli(['mock', '--port', String(base), '--count', String(count), ...args]);
     try {
       await proc.waitFor(re, 15_000);
     } catch (e) {
       await proc.kill();
-      // another process took one of the ports in between: pick others
-      if (attempt < 5 && /cannot listen/.test(proc.stderr())) continue;
       throw e;
     }
     const endpoints = [...proc.stdout().matchAll(/^mock listening on http:\/\/(\S+)$/gm)].map((m) => m[1]);
     return { proc, endpoints, kill: () => proc.kill() };
-  }
+  });
 }
 
 export interface Sample {

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { runCli, tempDir, ROOT, startGateway, gatewayConfig } from '../helpers/process.js';
-import { freePorts } from '../e2e/support.js';
+import { onFreePorts } from '../e2e/support.js';
 
 const dir = tempDir();
 function file(name: string, text: string): string {
@@ -83,9 +83,11 @@ t.test('serve exits 1 on a bad config before listening', async (t) => {
 
 t.test('a port another gateway or mock already holds is refused, not shared', async (t) => {
   // uWS would share a port between processes (SO_REUSEPORT, set for any port but 0) unless told not to.
-  // below the ephemeral range, so no test's outgoing connection can hold it between the check and listen
-  const port = await freePorts(1);
-  const first = await startGateway(gatewayConfig(['127.0.0.1:9'], { over: { listen: { host: '127.0.0.1', port } } }));
+  let port = 0;
+  const first = await onFreePorts(1, (base) => {
+    port = base;
+    return startGateway(gatewayConfig(['127.0.0.1:9'], { over: { listen: { host: '127.0.0.1', port } } }));
+  });
   t.teardown(() => first.stop());
   const second = runCli(['serve', '--config', file('same-port.yaml', stringify(gatewayConfig(['127.0.0.1:9'], { over: { listen: { host: '127.0.0.1', port } } })))]);
   t.equal(await second.exited(), 1, 'the second gateway exits 1');
