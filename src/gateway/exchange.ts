@@ -42,6 +42,11 @@ const EMPTY = Buffer.alloc(0);
 const DISCARD_LIMIT = 64 * 1024 * 1024;
 
 type Phase = 'body' | 'upstream' | 'streaming' | 'done';
+
+/** Chunks as one buffer, without a copy when there is only one. */
+function joined(chunks: Buffer[]): Buffer {
+  return chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+}
 /** The picker's options, one object each (none made per request, and one shape for the picker's code). */
 const PICK: PickOptions = { explain: false, deferLearn: true };
 const PICK_EXPLAIN: PickOptions = { explain: true, deferLearn: true };
@@ -86,6 +91,11 @@ export class Exchange {
   private sse = false;
   private buffered: Buffer[] | null = null;
   private bufferedBytes = 0;
+  /** streamed chunks of this event-loop turn, written together by flushPending */
+  private pending: Buffer[] = [];
+  private flushScheduled = false;
+  /** made on the first streamed chunk (a buffered answer never needs it) */
+  private flushFn: (() => void) | undefined;
   private firstByteAt = 0;
   private series: ReturnType<GatewayContext['metrics']['streamSeries']> | undefined;
   private lastChunkAt = 0;
@@ -172,7 +182,7 @@ export class Exchange {
     // than a fresh zero-filled ArrayBuffer
     if (ab.byteLength > 0) this.chunks.push(Buffer.from(new Uint8Array(ab)));
     if (!isLast) return;
-    const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.received);
+    const body = joined(this.chunks);
     this.chunks = [];
     this.route(body);
   }
@@ -398,12 +408,6 @@ export class Exchange {
     }
   }
 
-  private pending: Buffer[] = [];
-  private flushScheduled = false;
-
-  /** made on the first streamed chunk (a buffered answer never needs it) */
-  private flushFn: (() => void) | undefined;
-
   private flushPending(): void {
     this.flushScheduled = false;
     if (this.phase !== 'streaming' || this.clientGone || this.pending.length === 0) return;
@@ -430,7 +434,6 @@ export class Exchange {
     }
   }
 
-
   /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */
   private takePending(): Buffer {
     const n = this.pending.length;
@@ -438,13 +441,13 @@ export class Exchange {
     const now = performance.now();
     if (this.sse && this.lastChunkAt !== 0) this.series?.itl.observe((now - this.lastChunkAt) / 1000);
     this.lastChunkAt = now;
-    const data = n === 1 ? this.pending[0] : Buffer.concat(this.pending);
+    const data = joined(this.pending);
     this.pending = [];
     return data;
   }
 
   onUpstreamEnd(): void {
-    const body = this.buffered ? (this.buffered.length === 1 ? this.buffered[0] : Buffer.concat(this.buffered)) : this.takePending();
+    const body = this.buffered ? joined(this.buffered) : this.takePending();
     this.res.cork(() => {
       if (!this.headersSent) {
         this.writeHead(this.status, this.resHeaders);

@@ -55,8 +55,6 @@ ${ENGINE_FLAGS_HELP}
   --metrics-hang-after S       GET /metrics stops answering after S seconds
 Admin: POST /mock/faults {"metrics":"ok"|"hang"|"error","fail_rate":X,"fail_mode":M}; GET /mock/state.`;
 
-const num = numberFlag;
-
 export function parseMockArgs(argv: string[]): MockOptions & { port: number; count: number; host: string } {
   const { values } = parseArgs({
     args: argv,
@@ -77,14 +75,14 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
     },
   });
   if (values.help) throw new HelpRequested();
-  const port = num('port', values.port, { int: true, min: 0, max: 65535 });
+  const port = numberFlag('port', values.port, { int: true, min: 0, max: 65535 });
   if (port === undefined) throw new Error('--port is required');
   if (!values.model) throw new Error('--model is required');
   const failMode = values['fail-mode'];
   if (failMode !== undefined && !['refuse', '500', 'cut', 'mixed'].includes(failMode)) {
     throw new Error(`--fail-mode: expected refuse, 500, cut or mixed, got ${JSON.stringify(failMode)}`);
   }
-  const count = num('count', values.count, { int: true, min: 1 }) ?? 1;
+  const count = numberFlag('count', values.count, { int: true, min: 1 }) ?? 1;
   if (port + count - 1 > 65535) throw new Error('--port/--count: ports beyond 65535');
   return {
     port,
@@ -92,11 +90,11 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
     host: values.host ?? '127.0.0.1',
     model: values.model,
     profile: engineProfileFromFlags(values),
-    timeScale: num('time-scale', values['time-scale'], { min: 1e-9 }),
-    seed: num('seed', values.seed, { int: true }),
-    failRate: num('fail-rate', values['fail-rate'], { min: 0, max: 1 }),
+    timeScale: numberFlag('time-scale', values['time-scale'], { min: 1e-9 }),
+    seed: numberFlag('seed', values.seed, { int: true }),
+    failRate: numberFlag('fail-rate', values['fail-rate'], { min: 0, max: 1 }),
     failMode: failMode as FailMode | undefined,
-    metricsHangAfterS: num('metrics-hang-after', values['metrics-hang-after'], { min: 0 }),
+    metricsHangAfterS: numberFlag('metrics-hang-after', values['metrics-hang-after'], { min: 0 }),
   };
 }
 

@@ -92,8 +92,6 @@ export class EndpointState {
   sinceScrape = 0;
   /** our pending requests when the last scrape was taken (it could see them, waiting or running) */
   pendingAtScrape = 0;
-  /** of those, how many have left pending since (first byte, or ended): no longer in a queue */
-  leftSinceScrape = 0;
   /** batch capacity (max_num_seqs) when the signals carry it; Infinity otherwise */
   capacity = Infinity;
   /** whole-decode time of our requests here (first byte → end, EWMA, ms); 0 = none ended yet */
@@ -295,7 +293,6 @@ export class PoolRouter {
     st.epoch++;
     st.sinceScrape = 0;
     st.pendingAtScrape = st.pending;
-    st.leftSinceScrape = 0;
     st.scrapeFailures = 0;
     // batch capacity, when the endpoint reports it (max_num_seqs). Not guessed from a queue next to a running
     // count: a queue also forms behind a long chunked prefill (a step of 8192 tokens lasts longer than a
@@ -372,8 +369,8 @@ export class PoolRouter {
     // of our pending requests, about one is being prefilled and the rest wait
     if (!fresh) return Math.max(0, st.pending - 1);
     // fresh: the scrape saw our earlier requests (waiting, or already running: with chunked prefill several
-    // prefill at once), so only those sent since are added. (Those that left the queue since could be taken
-    // off — st.leftSinceScrape — but that changes when every policy sheds load; the cost does it instead.)
+    // prefill at once), so only those sent since are added. (Those that left the queue since are not taken
+    // off here: that would change how every policy sheds load; the cost does it instead.)
     const w = st.sig!.waiting;
     return w + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
   }
@@ -727,9 +724,7 @@ export class PoolRouter {
     st.pending--;
     st.pendingTokens -= tk.tokens;
     if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);
-    if (tk.epoch === st.epoch) {
-      if (st.sinceScrape > 0) st.sinceScrape--;
-    } else st.leftSinceScrape++;
+    if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
     st.decoding++;
     tk.phase = 1;
     tk.firstByteAt = now;
@@ -749,9 +744,7 @@ export class PoolRouter {
     if (tk.phase === 0) {
       st.pending--;
       st.pendingTokens = Math.max(0, st.pendingTokens - tk.tokens);
-      if (tk.epoch === st.epoch) {
-        if (st.sinceScrape > 0) st.sinceScrape--;
-      } else st.leftSinceScrape++;
+      if (tk.epoch === st.epoch && st.sinceScrape > 0) st.sinceScrape--;
     } else {
       st.decoding--;
       if (outcome === 'ok') {
