@@ -21,7 +21,7 @@ import { runSimulation } from '../src/sim/simulate.js';
 import { SIM_MODEL } from '../src/sim/config.js';
 import type { SimRequest, RunResult as SimRun } from '../src/sim/types.js';
 import type { EngineProfile } from '../src/engine/index.js';
-import { renderPrompt } from '../src/routing/prompt.js';
+import { renderPrompt } from '../src/openai/prompt.js';
 import { INFERGATE_CLI, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
 import { startGateway, type Gateway } from './gateway.js';
 import { DEFAULT_LAG_BOUND_P99_MS, checkLag, runSchedule, type LagReport } from './lag.js';

@@ -70,8 +70,8 @@ export async function demoMain(args: string[]): Promise<number> {
     return 1;
   }
 
-  const { loadUws } = await import('./gateway/uws.js');
-  await loadUws(config.limits.max_header_bytes); // before the mock loads uWS with its defaults
+  const { loadUws } = await import('./common/uws.js');
+  loadUws(config.limits.max_header_bytes); // before the mock loads uWS with its defaults
   const { startMockServers } = await import('./mock/index.js');
   const mocks = await startMockServers({
     port: ports[0],

@@ -11,13 +11,13 @@
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
-import { renderPrompt } from '../routing/prompt.js';
+import { renderPrompt } from '../openai/prompt.js';
+import { estimateTokens } from '../openai/tokens.js';
+import { bodyProblem, problemMessage, type ApiKind } from '../openai/validate.js';
 import type { PoolConfig } from '../config/schema.js';
 import type { PickOptions, PickResult, Ticket } from '../routing/index.js';
-import { errors, errorBody, errorEvent, statusLine, type ApiError } from './errors.js';
+import { errors, errorBody, errorEvent, statusLine, type ApiError } from '../openai/errors.js';
 import type { GatewayContext } from './context.js';
-
-export type ApiKind = 'chat' | 'completions';
 
 /** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
 const DROP_REQUEST_HEADERS = new Set([
@@ -229,7 +229,7 @@ export class Exchange {
     }
     this.streamRequested = obj.stream === true;
     this.promptText = renderPrompt(obj);
-    this.promptTokens = Math.ceil(this.promptText.length / 4);
+    this.promptTokens = estimateTokens(this.promptText);
     if (!('content-type' in this.fwdHeaders)) this.fwdHeaders['content-type'] = 'application/json';
     if (this.poolCfg.api_key) this.fwdHeaders.authorization = `Bearer ${this.poolCfg.api_key}`;
     this.timer = setTimeout(() => this.onRequestTimeout(), this.ctx.config.limits.request_timeout);
@@ -239,31 +239,8 @@ export class Exchange {
 
   /** The OpenAI fields whose shape we rely on, or that any server would refuse, checked before a pod is used. */
   private validate(obj: Record<string, unknown>): ApiError | undefined {
-    if ('stream' in obj && obj.stream !== null && typeof obj.stream !== 'boolean') {
-      return errors.invalidField('stream', 'The "stream" field must be a boolean.');
-    }
-    if (this.kind === 'chat') {
-      if (!Array.isArray(obj.messages) || obj.messages.length === 0) {
-        return errors.invalidField('messages', 'The "messages" field is required and must be a non-empty array.');
-      }
-      for (const m of obj.messages) {
-        if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
-          return errors.invalidField('messages', 'Each message must be an object with a string "role".');
-        }
-      }
-    } else {
-      const p = obj.prompt;
-      if (typeof p !== 'string' && !(Array.isArray(p) && p.length > 0)) {
-        return errors.invalidField('prompt', 'The "prompt" field is required and must be a string or a non-empty array.');
-      }
-    }
-    for (const f of ['max_tokens', 'max_completion_tokens', 'n']) {
-      const v = obj[f];
-      if (v !== undefined && v !== null && !(Number.isInteger(v) && (v as number) >= (f === 'n' ? 1 : 0))) {
-        return errors.invalidField(f, `The "${f}" field must be a non-negative integer.`);
-      }
-    }
-    return undefined;
+    const p = bodyProblem(this.kind, obj);
+    return p ? errors.invalidField(p.param, problemMessage(p)) : undefined;
   }
 
   // ---------------------------------------------------------------- upstream

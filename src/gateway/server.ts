@@ -10,11 +10,11 @@ import { GatewayMetrics } from '../observability/metrics.js';
 import { Router } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
-import { errorBody, errors, type ApiError } from './errors.js';
+import { errorBody, errors, type ApiError } from '../openai/errors.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
-import { loadUws, type Uws } from './uws.js';
+import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 
 export interface GatewayAddresses {
@@ -52,7 +52,7 @@ export class Gateway implements GatewayContext {
   }
 
   async start(): Promise<GatewayAddresses> {
-    const uws = await loadUws(this.config.limits.max_header_bytes);
+    const uws = loadUws(this.config.limits.max_header_bytes);
     this.uws = uws;
     const { listen, admin } = this.config;
     if (listen.tls) {

@@ -6,9 +6,10 @@
  * run back to back in one timer callback, and every response's output of that callback is written once,
  * corked. Latency metrics (TTFT, ITL, e2e, queue) are observed in model time, as a real vLLM would see them.
  */
-import uWS from 'uWebSockets.js';
+import type uWS from 'uWebSockets.js';
+import { loadUws } from '../common/uws.js';
 import { Engine, tokenize, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
-import { renderPrompt } from '../routing/prompt.js';
+import { renderPrompt } from '../openai/prompt.js';
 import {
   counter,
   gauge,
@@ -127,9 +128,6 @@ export class MockServer {
   ]);
 
   constructor(opts: MockOptions, host: string, port: number) {
-    if (typeof uWS.getParts !== 'function') {
-      throw new Error('uWebSockets.js native binary did not load (fell back to the slow JS version); refusing to run');
-    }
     if (!opts.model) throw new Error('mock: model is required');
     this.engine = new Engine(profileFromOptions(opts));
     this.model = opts.model;
@@ -149,7 +147,7 @@ export class MockServer {
       }, opts.metricsHangAfterS * 1000);
       this.hangTimer.unref();
     }
-    this.app = uWS.App();
+    this.app = loadUws().App();
     this.routes();
   }
 
@@ -165,7 +163,7 @@ export class MockServer {
         else {
           this.listenSocket = tok;
           if (this.port === 0) {
-            this.port = uWS.us_socket_local_port(tok as unknown as uWS.us_socket);
+            this.port = loadUws().us_socket_local_port(tok as unknown as uWS.us_socket);
             this.endpoint = hostPort(this.host, this.port);
           }
           resolve();
@@ -180,7 +178,7 @@ export class MockServer {
     if (this.timer) clearTimeout(this.timer);
     if (this.hangTimer) clearTimeout(this.hangTimer);
     this.timer = null;
-    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    if (this.listenSocket) loadUws().us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     for (const a of [...this.active.values()]) {
       if (!a.gone) a.res.close();

@@ -6,7 +6,7 @@
  * and that a later message never changes the rendering of an earlier one. Completion prompts are used
  * as they are (a list of prompts is joined with newlines).
  *
- * Pure: no I/O. Used by the gateway's prefix index, the mock server's tokenizer and the simulator.
+ * Pure: no I/O. Used by the gateway (the text the router hashes), the mock server's tokenizer and the benchmarks.
  */
 export function renderPrompt(body: Record<string, unknown>): string {
   const messages = body.messages;

@@ -1,22 +1,24 @@
 /**
- * Loading uWebSockets.js. Two facts shape this file (see shared/notes/STACK.md):
+ * The one loader of uWebSockets.js, for the gateway's front and the mock's server. Two facts shape it
+ * (see the gateway README):
  * - its request-header limit comes from UWS_HTTP_MAX_HEADERS_SIZE, read once when the module loads, so
- *   the variable must be set before the first import;
+ *   the variable must be set before the first load (whoever loads first sets it);
  * - if the native binary fails to load, the package silently falls back to a slow ws-based copy. We
  *   refuse to run on that fallback.
+ * Synchronous (the package is CommonJS), so a constructor can call it.
  */
+import { createRequire } from 'node:module';
 import type * as UWS from 'uWebSockets.js';
 
 export type Uws = typeof UWS;
 let loaded: Uws | undefined;
 
-export async function loadUws(maxHeaderBytes?: number): Promise<Uws> {
+export function loadUws(maxHeaderBytes?: number): Uws {
   if (loaded) return loaded;
   if (maxHeaderBytes !== undefined && process.env.UWS_HTTP_MAX_HEADERS_SIZE === undefined) {
     process.env.UWS_HTTP_MAX_HEADERS_SIZE = String(maxHeaderBytes);
   }
-  const mod = (await import('uWebSockets.js')) as unknown as { default: Uws };
-  const uws = mod.default;
+  const uws = createRequire(import.meta.url)('uWebSockets.js') as Uws;
   if (typeof uws.getParts !== 'function') {
     throw new Error(
       'uWebSockets.js loaded its slow ws-based fallback instead of the native binary ' +
@@ -26,10 +28,4 @@ export async function loadUws(maxHeaderBytes?: number): Promise<Uws> {
   }
   loaded = uws;
   return uws;
-}
-
-/** The header limit uWS is actually running with (it may have been loaded earlier with another value). */
-export function effectiveMaxHeaderBytes(): number {
-  const v = Number(process.env.UWS_HTTP_MAX_HEADERS_SIZE);
-  return Number.isFinite(v) && v > 0 ? v : 4096;
 }

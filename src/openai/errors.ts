@@ -1,0 +1,105 @@
+/**
+ * The one vocabulary of client-facing errors. Every error a client can receive from the gateway is built
+ * here, with OpenAI's body shape `{"error":{"message","type","param","code"}}`, the HTTP status, and a
+ * stable `code` from ERROR_CODES (a test pins each code's status and type: renaming one is deliberate).
+ * Messages never name a backend address and never carry a stack trace. Pure.
+ */
+import { STATUS_CODES } from 'node:http';
+import { sseEvent } from './sse.js';
+
+/** Each stable code with its HTTP status and OpenAI error type. */
+export const ERROR_CODES = {
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  invalid_body: { status: 400, type: 'invalid_request_error' },
+  missing_model: { status: 400, type: 'invalid_request_error' },
+  invalid_field: { status: 400, type: 'invalid_request_error' },
+  model_not_found: { status: 404, type: 'invalid_request_error' },
+  not_found: { status: 404, type: 'invalid_request_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  request_too_large: { status: 413, type: 'invalid_request_error' },
+  unsupported_content_encoding: { status: 415, type: 'invalid_request_error' },
+  headers_too_large: { status: 431, type: 'invalid_request_error' },
+  pool_saturated: { status: 429, type: 'rate_limit_error' },
+  internal_error: { status: 500, type: 'server_error' },
+  upstream_unavailable: { status: 502, type: 'server_error' },
+  upstream_stream_broken: { status: 502, type: 'server_error' },
+  no_endpoint: { status: 503, type: 'server_error' },
+  shutting_down: { status: 503, type: 'server_error' },
+  upstream_timeout: { status: 504, type: 'server_error' },
+} as const satisfies Record<string, { status: number; type: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+export type ErrorType = (typeof ERROR_CODES)[ErrorCode]['type'];
+
+export interface ApiError {
+  status: number;
+  statusText: string;
+  type: ErrorType;
+  code: ErrorCode;
+  message: string;
+  param: string | null;
+  /** Seconds, sent as Retry-After (always present on 429). */
+  retryAfterS?: number;
+  /** Label for infergate_rejected_total, when this error is a rejection rather than an upstream failure. */
+  rejectReason?: 'saturated' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid';
+}
+
+/** "200 OK": uWS needs the reason phrase with the code. */
+export function statusLine(status: number): string {
+  const reason = STATUS_CODES[status];
+  return reason ? `${status} ${reason}` : `${status} Unknown`;
+}
+
+function make(code: ErrorCode, message: string, extra: Partial<ApiError> = {}): ApiError {
+  const { status, type } = ERROR_CODES[code];
+  return { status, statusText: statusLine(status), type, code, message, param: null, ...extra };
+}
+
+export const errors = {
+  invalidJson: (detail: string) => make('invalid_json', `The request body is not valid JSON: ${detail}`, { rejectReason: 'invalid' }),
+  notAnObject: () => make('invalid_body', 'The request body must be a JSON object.', { rejectReason: 'invalid' }),
+  missingModel: () =>
+    make('missing_model', 'The "model" field is required and must be a string.', { param: 'model', rejectReason: 'invalid' }),
+  invalidField: (param: string, message: string) => make('invalid_field', message, { param, rejectReason: 'invalid' }),
+  modelNotFound: (model: string) =>
+    make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
+  routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),
+  methodNotAllowed: (method: string, url: string) =>
+    make('method_not_allowed', `${method} is not allowed on ${truncate(url, 200)}.`),
+  bodyTooLarge: (limit: number) =>
+    make('request_too_large', `The request body is larger than the limit of ${limit} bytes.`, { rejectReason: 'invalid' }),
+  headersTooLarge: (limit: number) =>
+    make('headers_too_large', `The request headers are larger than the limit of ${limit} bytes.`, { rejectReason: 'invalid' }),
+  unsupportedEncoding: (encoding: string) =>
+    make(
+      'unsupported_content_encoding',
+      `Request bodies with Content-Encoding "${truncate(encoding, 50)}" are not accepted; send the JSON uncompressed.`,
+      { rejectReason: 'invalid' },
+    ),
+  saturated: (pool: string, retryAfterS: number) =>
+    make('pool_saturated', `Every server of pool "${pool}" is saturated; retry after ${retryAfterS} s.`, {
+      retryAfterS,
+      rejectReason: 'saturated',
+    }),
+  noEndpoint: () => make('no_endpoint', 'No model server is available for this model right now.', { retryAfterS: 1 }),
+  upstreamUnavailable: () =>
+    make('upstream_unavailable', 'The model server could not be reached or failed before answering.'),
+  upstreamTimeout: () => make('upstream_timeout', 'The model server did not answer in time.'),
+  upstreamStreamBroken: () => make('upstream_stream_broken', 'The model server stopped in the middle of the answer.'),
+  shuttingDown: () =>
+    make('shutting_down', 'The gateway is shutting down; retry on another instance.', { retryAfterS: 1 }),
+  internal: () => make('internal_error', 'The gateway failed to handle this request.'),
+};
+
+export function errorBody(e: ApiError): string {
+  return JSON.stringify({ error: { message: e.message, type: e.type, param: e.param, code: e.code } });
+}
+
+/** The SSE event that ends a stream which broke after its first byte. */
+export function errorEvent(e: ApiError): string {
+  return sseEvent(errorBody(e));
+}
+
+function truncate(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+}
