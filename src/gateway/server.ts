@@ -5,6 +5,7 @@
 import { accessSync, constants } from 'node:fs';
 import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/schema.js';
+import { routerConfig, scraperConfig } from '../config/routing.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
 import { Router } from '../routing/index.js';
@@ -41,7 +42,7 @@ export class Gateway implements GatewayContext {
     readonly config: Config,
     readonly logger: Logger,
   ) {
-    this.router = new Router(config);
+    this.router = new Router(routerConfig(config));
     this.upstreams = new Upstreams(config.limits);
     this.metrics = new GatewayMetrics({ endpointStates: () => this.endpointStates() });
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
@@ -78,7 +79,7 @@ export class Gateway implements GatewayContext {
       this.upstreams.retain(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, this.config, this.logger);
+    this.scraper = new Scraper(this.router, scraperConfig(this.config), this.logger);
     this.scraper.start();
     if (this.config.auth.mode === 'none') {
       this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
