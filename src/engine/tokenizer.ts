@@ -7,10 +7,12 @@
  *  - the same text always gives the same tokens (across processes and runs);
  *  - a text that extends another one (a longer chat with the same leading messages) gives the same
  *    leading tokens, except possibly the last partial chunk — what prefix caching needs;
- *  - token count = ceil(chars / 4).
+ *  - token count = ceil(chars / 4) = estimateTokens(text) (openai/tokens.ts, the one estimate).
  * Pure and fast (one pass, no allocation beyond the result).
  */
-export const CHARS_PER_TOKEN = 4;
+import { CHARS_PER_TOKEN } from '../openai/tokens.js';
+
+export { CHARS_PER_TOKEN };
 export const VOCAB_SIZE = 128256;
 
 export function tokenize(text: string): Uint32Array {
@@ -27,9 +29,4 @@ export function tokenize(text: string): Uint32Array {
     out[t++] = (h >>> 0) % VOCAB_SIZE;
   }
   return out;
-}
-
-/** Number of tokens `tokenize(text)` would return, without building them. */
-export function countTokens(text: string): number {
-  return Math.ceil(text.length / CHARS_PER_TOKEN);
 }

@@ -2,14 +2,14 @@
  * The discrete-event loop: N simulated engines (src/engine, unchanged) advanced in virtual time, one
  * policy choosing where each arrival goes, metrics "scraped" from every engine each scrape interval (with
  * a fixed per-endpoint phase, so signals are as stale as in life), and the policy's own accounting told
- * about first bytes and ends at the virtual times they happen.
+ * about first bytes and ends at the virtual times they happen. What happened is counted by run-stats.ts.
  *
  * Events at the same instant run in a fixed order: engine step ends, then scrapes, then arrivals (ties
  * by insertion order); nothing reads the wall clock or Math.random.
  */
 import { Engine, tokenize, type EngineProfile, type EngineSnapshot } from '../engine/index.js';
 import { EventQueue } from './heap.js';
-import { Samples, round, summarize } from './stats.js';
+import { RunStats, type RequestRecord } from './run-stats.js';
 import { traceTokens } from './trace.js';
 import type { RunResult, SimRequest } from './types.js';
 
@@ -48,28 +48,15 @@ export interface LoopOptions {
   record?: (rec: RequestRecord) => void;
 }
 
-/** One request's fate, for callers that compare per request (e.g. live vs simulated). */
-export interface RequestRecord {
-  index: number;
-  outcome: 'completed' | 'rejected' | 'error';
-  /** -1 when not dispatched */
-  endpoint: number;
-  ttftMs: number;
-  e2eMs: number;
-  cachedTokens: number;
-  outputTokens: number;
-}
-
 /** The token ids the engine sees for a request (tokenize(prompt) when a literal prompt is given). */
 export function requestTokens(req: SimRequest): Uint32Array {
   return req.prompt !== undefined ? tokenize(req.prompt) : traceTokens(req.hashIds, req.inputTokens);
 }
 
+// event kinds, in the order events at one instant run
 const K_STEP = 0;
 const K_SCRAPE = 1;
 const K_ARRIVAL = 2;
-
-const NONE = -1;
 
 /**
  * Replays `requests` (sorted by arrival) with the policy that `makePolicy` builds over the fresh engines.
@@ -83,43 +70,16 @@ export function runLoop(
   const engines: Engine[] = [];
   for (let i = 0; i < opts.endpoints; i++) engines.push(new Engine(opts.profile));
   const policy = makePolicy(engines);
+  const stats = new RunStats(requests, opts.endpoints, opts.record);
   const q = new EventQueue();
   const stepping = new Uint8Array(opts.endpoints);
-
-  const endpointOf = new Int32Array(n).fill(NONE);
-  const firstAt = new Float64Array(n).fill(NaN);
-  const lastAt = new Float64Array(n).fill(NaN);
   const tickets: unknown[] = new Array(n);
-  const cachedOf = new Float64Array(n);
-  const record = opts.record;
-  const fate = (index: number, outcome: RequestRecord['outcome'], endAt: number, out = 0) =>
-    record?.({
-      index,
-      outcome,
-      endpoint: endpointOf[index],
-      ttftMs: Number.isNaN(firstAt[index]) ? NaN : firstAt[index] - requests[index].arrivalMs,
-      e2eMs: endAt - requests[index].arrivalMs,
-      cachedTokens: cachedOf[index],
-      outputTokens: out,
-    });
-  const perEndpoint = new Array<number>(opts.endpoints).fill(0);
-  const ttft = new Samples();
-  const itl = new Samples();
-  const e2e = new Samples();
-  let completed = 0;
-  let errors = 0;
-  let rejected = 0;
-  let preemptions = 0;
-  let outputTokens = 0;
-  let promptTokens = 0;
-  let cachedTokens = 0;
   let inFlight = 0;
   let arrived = 0;
-  let lastEnd = 0;
-  const firstArrival = n > 0 ? requests[0].arrivalMs : 0;
 
   for (let i = 0; i < n; i++) q.push(requests[i].arrivalMs, K_ARRIVAL, i);
   const interval = Math.max(1, opts.scrapeIntervalMs);
+  const firstArrival = n > 0 ? requests[0].arrivalMs : 0;
   for (let e = 0; e < opts.endpoints; e++) {
     // every endpoint is scraped once before traffic starts, then with its own phase
     const phase = (interval * e) / opts.endpoints;
@@ -136,112 +96,75 @@ export function runLoop(
     }
   };
 
+  const stepEnd = (e: number, now: number) => {
+    stepping[e] = 0;
+    const events = engines[e].finishStep(now);
+    for (const x of events) {
+      const i = Number(x.id);
+      switch (x.type) {
+        case 'first_token':
+          stats.firstToken(i, x.at, x.promptTokens, x.cachedTokens);
+          policy.onFirstByte?.(tickets[i], x.at);
+          break;
+        case 'token':
+          stats.token(i, x.index, x.at);
+          break;
+        case 'finished':
+          inFlight--;
+          stats.completedAt(i, x.at, x.outputTokens);
+          policy.onEnd?.(tickets[i], x.at, true);
+          tickets[i] = undefined;
+          break;
+        case 'preempted':
+          stats.preempted();
+          break;
+        default:
+          break;
+      }
+    }
+    kick(e, now);
+  };
+
+  const scrape = (e: number, now: number) => {
+    policy.onScrape?.(e, engines[e].snapshot(), now);
+    // keep scraping while traffic is pending; stop when the engines are done (or stuck: see below)
+    if (arrived < n || (inFlight > 0 && stepping.some((x) => x === 1))) q.push(now + interval, K_SCRAPE, e);
+  };
+
+  const arrival = (i: number, now: number) => {
+    arrived++;
+    const req = requests[i];
+    const tokens = requestTokens(req);
+    const r = policy.pick({ index: i, req, tokens, now });
+    if (r.kind === 'saturated') return stats.rejectedAt(i, now);
+    if (r.kind === 'unavailable') return stats.failedAt(i, now);
+    const e = r.endpoint;
+    tickets[i] = r.ticket;
+    try {
+      // as vLLM (and the mock): prompt + max_tokens beyond the context window is a 400
+      const mp = engines[e].profile;
+      if (tokens.length + req.outputTokens > mp.maxModelLen) throw new RangeError('context length exceeded');
+      engines[e].add({ id: String(i), promptTokens: tokens, maxTokens: req.outputTokens, lora: req.lora }, now);
+    } catch {
+      // the server answers 400 (prompt too long, no LoRA support): an error for the client, but the
+      // gateway relays a 4xx as a healthy upstream's answer (outcome ok: no ejection)
+      policy.onEnd?.(r.ticket, now, true);
+      tickets[i] = undefined;
+      return stats.failedAt(i, now);
+    }
+    stats.dispatched(i, e);
+    inFlight++;
+    kick(e, now);
+  };
+
   for (;;) {
     const ev = q.pop();
     if (!ev) break;
-    const now = ev.t;
-    if (ev.kind === K_STEP) {
-      const e = ev.a;
-      stepping[e] = 0;
-      const events = engines[e].finishStep(now);
-      for (const x of events) {
-        const i = Number(x.id);
-        switch (x.type) {
-          case 'first_token':
-            firstAt[i] = x.at;
-            lastAt[i] = x.at;
-            ttft.push(x.at - requests[i].arrivalMs);
-            promptTokens += x.promptTokens;
-            cachedTokens += x.cachedTokens;
-            cachedOf[i] = x.cachedTokens;
-            policy.onFirstByte?.(tickets[i], x.at);
-            break;
-          case 'token':
-            if (x.index > 0) {
-              itl.push(x.at - lastAt[i]);
-              lastAt[i] = x.at;
-            }
-            break;
-          case 'finished':
-            completed++;
-            inFlight--;
-            outputTokens += x.outputTokens;
-            e2e.push(x.at - requests[i].arrivalMs);
-            if (x.at > lastEnd) lastEnd = x.at;
-            policy.onEnd?.(tickets[i], x.at, true);
-            tickets[i] = undefined;
-            fate(i, 'completed', x.at, x.outputTokens);
-            break;
-          case 'preempted':
-            preemptions++;
-            break;
-          default:
-            break;
-        }
-      }
-      kick(e, now);
-    } else if (ev.kind === K_SCRAPE) {
-      const e = ev.a;
-      policy.onScrape?.(e, engines[e].snapshot(), now);
-      // keep scraping while traffic is pending; stop when the engines are done (or stuck: see below)
-      if (arrived < n || (inFlight > 0 && stepping.some((x) => x === 1))) q.push(now + interval, K_SCRAPE, e);
-    } else {
-      const i = ev.a;
-      arrived++;
-      const req = requests[i];
-      const tokens = requestTokens(req);
-      const r = policy.pick({ index: i, req, tokens, now });
-      if (r.kind === 'saturated') {
-        rejected++;
-        fate(i, 'rejected', now);
-        continue;
-      }
-      if (r.kind === 'unavailable') {
-        errors++;
-        fate(i, 'error', now);
-        continue;
-      }
-      const e = r.endpoint;
-      tickets[i] = r.ticket;
-      try {
-        // as vLLM (and the mock): prompt + max_tokens beyond the context window is a 400
-        const mp = engines[e].profile;
-        if (tokens.length + req.outputTokens > mp.maxModelLen) throw new RangeError('context length exceeded');
-        engines[e].add({ id: String(i), promptTokens: tokens, maxTokens: req.outputTokens, lora: req.lora }, now);
-      } catch {
-        // the server answers 400 (prompt too long, no LoRA support): an error for the client, but the
-        // gateway relays a 4xx as a healthy upstream's answer (outcome ok: no ejection)
-        errors++;
-        policy.onEnd?.(r.ticket, now, true);
-        tickets[i] = undefined;
-        fate(i, 'error', now);
-        continue;
-      }
-      endpointOf[i] = e;
-      perEndpoint[e]++;
-      inFlight++;
-      kick(e, now);
-    }
+    if (ev.kind === K_STEP) stepEnd(ev.a, ev.t);
+    else if (ev.kind === K_SCRAPE) scrape(ev.a, ev.t);
+    else arrival(ev.a, ev.t);
   }
 
   // Requests an engine can never run (none expected) would otherwise vanish: count them as errors.
-  errors += inFlight;
-
-  const durationS = Math.max(1e-9, (lastEnd - firstArrival) / 1000);
-  return {
-    policy: policy.name,
-    requests: n,
-    completed,
-    errors,
-    rejected,
-    ttft_ms: summarize(ttft),
-    itl_ms: summarize(itl),
-    e2e_ms: summarize(e2e),
-    throughput_rps: round(completed / durationS),
-    output_tokens_per_s: round(outputTokens / durationS),
-    prefix_cache_hit_rate: round(promptTokens > 0 ? cachedTokens / promptTokens : 0, 4),
-    preemptions,
-    duration_s: round(durationS),
-    per_endpoint: perEndpoint,
-  };
+  return stats.result(policy.name, inFlight);
 }

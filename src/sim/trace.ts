@@ -8,13 +8,13 @@
  * that grows into its last block keeps sharing what it shared before.
  */
 import { readFileSync } from 'node:fs';
+import { CHARS_PER_TOKEN } from '../openai/tokens.js';
 import { Rng, hash2, hashStr, mix32 } from './rng.js';
 import type { SimRequest } from './types.js';
 
 /** Tokens per trace block (Mooncake's hash_ids). */
 export const TRACE_BLOCK_TOKENS = 512;
-/** Characters per token assumed when a block becomes text (and for router prefix hashing). */
-export const CHARS_PER_TOKEN = 4;
+/** Characters of one block's text (the one token estimate: openai/tokens.ts). */
 export const TRACE_BLOCK_CHARS = TRACE_BLOCK_TOKENS * CHARS_PER_TOKEN;
 
 /** Parse Mooncake JSONL text. Throws with the line number on a malformed line. */

@@ -1,0 +1,51 @@
+/**
+ * A run's statistics from a hand-written sequence of request fates: figures, per-request records, and
+ * unfinished requests counted as errors.
+ */
+import t from 'tap';
+import { RunStats, type RequestRecord } from '../../src/sim/run-stats.js';
+import type { SimRequest } from '../../src/sim/types.js';
+
+const req = (arrivalMs: number): SimRequest => ({ arrivalMs, inputTokens: 10, outputTokens: 3, hashIds: [1] });
+
+t.test('figures and records from request fates', async (t) => {
+  const requests = [req(0), req(100), req(200), req(300)];
+  const records: RequestRecord[] = [];
+  const s = new RunStats(requests, 2, (r) => records.push(r));
+  s.dispatched(0, 1);
+  s.firstToken(0, 50, 10, 4);
+  s.token(0, 0, 50);
+  s.token(0, 1, 60);
+  s.token(0, 2, 80);
+  s.preempted();
+  s.completedAt(0, 80, 3);
+  s.rejectedAt(1, 100);
+  s.failedAt(2, 200);
+  s.dispatched(3, 0);
+  const r = s.result('p', 1);
+  t.match(r, {
+    policy: 'p',
+    requests: 4,
+    completed: 1,
+    errors: 2,
+    rejected: 1,
+    preemptions: 1,
+    per_endpoint: [1, 1],
+    prefix_cache_hit_rate: 0.4,
+    duration_s: 0.08,
+    throughput_rps: 12.5,
+    output_tokens_per_s: 37.5,
+  });
+  t.same(r.ttft_ms, { p50: 50, p90: 50, p99: 50, mean: 50 });
+  t.same(r.itl_ms, { p50: 15, p90: 19, p99: 19.9, mean: 15 });
+  t.same(r.e2e_ms, { p50: 80, p90: 80, p99: 80, mean: 80 });
+  t.same(records, [
+    { index: 0, outcome: 'completed', endpoint: 1, ttftMs: 50, e2eMs: 80, cachedTokens: 4, outputTokens: 3 },
+    { index: 1, outcome: 'rejected', endpoint: -1, ttftMs: NaN, e2eMs: 0, cachedTokens: 0, outputTokens: 0 },
+    { index: 2, outcome: 'error', endpoint: -1, ttftMs: NaN, e2eMs: 0, cachedTokens: 0, outputTokens: 0 },
+  ]);
+});
+
+t.test('an empty run', async (t) => {
+  t.match(new RunStats([], 3).result('p', 0), { requests: 0, completed: 0, errors: 0, throughput_rps: 0, per_endpoint: [0, 0, 0] });
+});
