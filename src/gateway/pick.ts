@@ -1,0 +1,46 @@
+/**
+ * The exchange's one question to the router, "which endpoint for this try?": timed into the pick-time
+ * histogram, explained in the debug log, and on the first try asked of the pool's shadow policy too
+ * (without dispatching or learning) to count agreement.
+ */
+import type { PoolConfig } from '../config/schema.js';
+import type { PickOptions, PickResult } from '../routing/index.js';
+import type { GatewayContext } from './context.js';
+
+/** The picker's options, one object each (none made per request, and one shape for the picker's code). */
+const PICK: PickOptions = { explain: false, deferLearn: true };
+const PICK_EXPLAIN: PickOptions = { explain: true, deferLearn: true };
+
+/** What a pick is about: the routed request. */
+export interface PickTarget {
+  readonly requestId: string;
+  readonly pool: string;
+  readonly poolCfg: PoolConfig;
+  /** the model name sent upstream (an alias resolved) */
+  readonly forwardModel: string;
+  readonly promptText: string;
+  readonly promptTokens: number;
+}
+
+/** One decision for `target`, never `exclude`d endpoints; `firstTry` also asks the shadow policy. */
+export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<string> | undefined, firstTry: boolean): PickResult {
+  const { pool, poolCfg } = target;
+  const t0 = performance.now();
+  const pick: PickResult = ctx.router.pick(
+    pool,
+    { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens, exclude },
+    Date.now(),
+    ctx.logger.isLevelEnabled('debug') ? PICK_EXPLAIN : PICK,
+  );
+  ctx.metrics.pickObserved(pool, poolCfg.policy, (performance.now() - t0) / 1000);
+  if (pick.kind !== 'unavailable' && pick.explain) {
+    const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };
+    ctx.logger.debug({ req_id: target.requestId, pool, ...decision, explain: pick.explain }, 'pick');
+  }
+  const shadow = poolCfg.shadow_policy;
+  if (shadow && pick.kind === 'ok' && firstTry) {
+    const alt = ctx.router.pick(pool, { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
+    ctx.metrics.shadowPick(pool, shadow, alt.kind === 'ok' ? (alt.endpoint === pick.endpoint ? 'same' : 'different') : alt.kind);
+  }
+  return pick;
+}

@@ -1,0 +1,33 @@
+/** The end of an exchange as the operator sees it: the request metrics and the access-log line. */
+import type { GatewayContext } from './context.js';
+
+/** What an exchange knows at its end (empty strings and zeros for what it never got to). */
+export interface ExchangeRecord {
+  readonly requestId: string;
+  /** the model as the client named it */
+  readonly modelLabel: string;
+  readonly pool: string;
+  readonly endpoint: string;
+  readonly attempts: number;
+  readonly promptTokens: number;
+  /** performance.now() at the start and at the first response byte (0: none) */
+  readonly started: number;
+  readonly firstByteAt: number;
+}
+
+export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: number): void {
+  const seconds = (performance.now() - ex.started) / 1000;
+  ctx.metrics.requestDone(ex.pool ? ex.modelLabel : '', ex.pool, status, seconds);
+  if (ctx.config.logging.access_log && ctx.logger.isLevelEnabled('info')) {
+    ctx.logger.info(
+      {
+        req_id: ex.requestId, model: ex.modelLabel || undefined, pool: ex.pool || undefined,
+        endpoint: ex.endpoint || undefined, status, attempts: ex.attempts,
+        prompt_tokens_est: ex.promptTokens || undefined,
+        ttft_ms: ex.firstByteAt ? Math.round((ex.firstByteAt - ex.started) * 10) / 10 : undefined,
+        duration_ms: Math.round(seconds * 10000) / 10,
+      },
+      'request',
+    );
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * The model server's answer on its way to the client, once it is accepted (no retry): its head filtered,
+ * then either gathered and sent whole, or streamed with the chunks of one event-loop turn written
+ * together, and with backpressure (a slow client pauses the upstream read). A stream that breaks ends
+ * with an SSE error event; the exchange cuts any other broken body.
+ */
+import { errorEvent, statusLine, type ApiError } from '../openai/errors.js';
+import type { HistogramSeries } from '../observability/histogram.js';
+import { EMPTY, joined } from './buffers.js';
+import type { ClientSide } from './client.js';
+
+/** Response headers not passed back: hop-by-hop ones and framing, which the front writes itself. */
+const DROP_RESPONSE_HEADERS = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding',
+  'upgrade', 'content-length', 'date', 'x-request-id', 'uwebsockets',
+]);
+
+/**
+ * Non-streamed answers up to this size are gathered and sent with a Content-Length in one write: the client
+ * gets the whole JSON or, if the model server dies before its end, a clean 502, never half a body. A larger
+ * answer is passed on as it comes once this much has gathered.
+ */
+export const BUFFER_LIMIT = 1 << 20;
+
+/** The model server's response headers as they are passed on (repeated ones as several lines). */
+export function relayedHeaders(headers: Record<string, string | string[] | undefined>): Array<[string, string]> {
+  const list: Array<[string, string]> = [];
+  for (const key in headers) {
+    const v = headers[key];
+    if (v === undefined || DROP_RESPONSE_HEADERS.has(key)) continue;
+    if (Array.isArray(v)) for (const one of v) list.push([key, one]);
+    else list.push([key, v]);
+  }
+  return list;
+}
+
+/**
+ * Whether to gather a whole answer before sending it: a non-SSE answer with a declared length within
+ * the limit, or with no length for a request that did not ask to stream (its JSON is of no use to the
+ * client before its end anyway). `contentLength` is -1 when not declared.
+ */
+export function gathers(sse: boolean, contentLength: number, streamRequested: boolean): boolean {
+  return !sse && (contentLength >= 0 ? contentLength <= BUFFER_LIMIT : !streamRequested);
+}
+
+/** What the relay needs from its exchange. */
+export interface RelayOwner {
+  readonly client: ClientSide;
+  /** still relaying: the exchange is not over and the client is still there */
+  relaying(): boolean;
+  /** writes the gateway's own headers after the model server's (inside the relay's cork) */
+  writeOwnHeaders(): void;
+  pauseUpstream(): void;
+  resumeUpstream(): void;
+  /** a whole answer closes its connection (while draining for shutdown) */
+  closesConnection(): boolean;
+}
+
+export class Relay {
+  readonly sse: boolean;
+  headersSent = false;
+  /** inter-token latency series, set by the exchange at the first byte */
+  itl: HistogramSeries | undefined;
+  private readonly headers: Array<[string, string]>;
+  private buffered: Buffer[] | null;
+  private bufferedBytes = 0;
+  /** streamed chunks of this event-loop turn, written together by flush */
+  private pending: Buffer[] = [];
+  private flushScheduled = false;
+  /** made on the first streamed chunk (a gathered answer never needs it) */
+  private flushFn: (() => void) | undefined;
+  private lastChunkAt = 0;
+  private paused = false;
+  private writableHooked = false;
+
+  constructor(
+    private readonly owner: RelayOwner,
+    readonly status: number,
+    upstreamHeaders: Record<string, string | string[] | undefined>,
+    streamRequested: boolean,
+  ) {
+    const contentType = upstreamHeaders['content-type'];
+    const contentLength = upstreamHeaders['content-length'];
+    this.headers = relayedHeaders(upstreamHeaders);
+    this.sse = contentType !== undefined && String(contentType).startsWith('text/event-stream');
+    this.buffered = gathers(this.sse, contentLength === undefined ? -1 : Number(contentLength), streamRequested) ? [] : null;
+  }
+
+  data(chunk: Buffer): void {
+    if (this.buffered) {
+      this.buffered.push(chunk);
+      this.bufferedBytes += chunk.length;
+      if (this.bufferedBytes <= BUFFER_LIMIT) return;
+      // Longer than announced, or than the limit: what has gathered goes now, the rest as it comes.
+      this.pending = this.buffered;
+      this.buffered = null;
+    } else {
+      // One upstream read often holds several HTTP chunks (several SSE events): gather what arrives in
+      // this turn of the event loop and send it in one write, one syscall instead of one per event.
+      this.pending.push(chunk);
+    }
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      queueMicrotask((this.flushFn ??= () => this.flush()));
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.pending.length === 0 || !this.owner.relaying()) return;
+    const data = this.takePending();
+    const client = this.owner.client;
+    let ok = true;
+    client.cork(() => {
+      if (!this.headersSent) this.writeHead();
+      ok = client.write(data);
+    });
+    if (!ok) {
+      // The client is slower than the model server: stop reading upstream until the front has drained.
+      this.paused = true;
+      this.owner.pauseUpstream();
+      if (!this.writableHooked) {
+        this.writableHooked = true;
+        client.onWritable(() => {
+          if (this.paused && this.owner.relaying()) {
+            this.paused = false;
+            this.owner.resumeUpstream();
+          }
+          return true;
+        });
+      }
+    }
+  }
+
+  /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */
+  private takePending(): Buffer {
+    const n = this.pending.length;
+    if (n === 0) return EMPTY;
+    const now = performance.now();
+    if (this.sse && this.lastChunkAt !== 0) this.itl?.observe((now - this.lastChunkAt) / 1000);
+    this.lastChunkAt = now;
+    const data = joined(this.pending);
+    this.pending = [];
+    return data;
+  }
+
+  private writeHead(): void {
+    this.headersSent = true;
+    const client = this.owner.client;
+    client.writeStatus(statusLine(this.status));
+    for (const [k, v] of this.headers) client.writeHeader(k, v);
+    this.owner.writeOwnHeaders();
+  }
+
+  /** The model server's answer is complete: send what is left and end the response. */
+  end(): void {
+    const body = this.buffered ? joined(this.buffered) : this.takePending();
+    const client = this.owner.client;
+    client.cork(() => {
+      if (!this.headersSent) {
+        this.writeHead();
+        // While draining for shutdown, a whole answer closes its connection (`Connection: close`), so the
+        // client's next request goes elsewhere. Not after a streamed body: uWS 20.30 would write that
+        // header into the chunked body.
+        if (this.owner.closesConnection()) {
+          client.end(body, true);
+          return;
+        }
+      }
+      if (body.length > 0) client.end(body);
+      else client.end();
+    });
+  }
+
+  /** An SSE stream broke after its head was sent: what is pending, then an error event, then the end. */
+  endWithErrorEvent(e: ApiError): void {
+    const data = this.takePending();
+    const client = this.owner.client;
+    client.cork(() => {
+      if (data.length > 0) client.write(data);
+      client.write(errorEvent(e));
+      client.end();
+    });
+  }
+}

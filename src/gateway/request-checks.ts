@@ -1,0 +1,140 @@
+/**
+ * The checks a client request passes before any model server is involved, as pure functions: its head
+ * (size, declared length, encoding, shutdown), its body (JSON object, model, OpenAI structure), and the
+ * headers forwarded upstream. They decide; the exchange answers.
+ */
+import { bodyProblem, problemMessage, type ApiKind } from '../openai/validate.js';
+import { errors, type ApiError } from '../openai/errors.js';
+import type { ClientRequest } from './client.js';
+
+/** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
+const DROP_REQUEST_HEADERS = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer',
+  'transfer-encoding', 'upgrade', 'host', 'content-length', 'authorization', 'expect', 'x-request-id',
+]);
+
+/** A declared body over this is refused with the connection closed rather than read and dropped. */
+export const DISCARD_LIMIT = 64 * 1024 * 1024;
+/** A client's request id longer than this is replaced by one of ours. */
+const MAX_REQUEST_ID = 200;
+
+/** What the gateway takes from a request's head. */
+export interface RequestFacts {
+  /** the client's x-request-id, or a new one */
+  requestId: string;
+  /** the value of a `models[].sticky.header`, if the client sent one */
+  stickyValue: string | undefined;
+  /** the headers for the model server (x-request-id included) */
+  forwarded: Record<string, string>;
+  /** Content-Length: -1 when absent, NaN when not a number */
+  declaredLength: number;
+  /** the head's size as counted against max_header_bytes */
+  headerBytes: number;
+  /** Content-Encoding, '' when absent */
+  encoding: string;
+}
+
+/** The head's facts. `newRequestId` is called only when the client sent no usable id. */
+export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<string>, newRequestId: () => string): RequestFacts {
+  const headers = req.headers;
+  const forwarded: Record<string, string> = {};
+  let requestId = '';
+  let stickyValue: string | undefined;
+  let headerBytes = req.method.length + req.url.length + req.query.length + 12;
+  let connection = '';
+  let encoding = '';
+  let contentLength: string | undefined;
+  for (let i = 0; i < headers.length; i += 2) {
+    const key = headers[i];
+    const value = headers[i + 1];
+    headerBytes += key.length + value.length + 4;
+    if (key === 'connection') connection = value;
+    else if (key === 'x-request-id') requestId = value;
+    else if (key === 'content-encoding') encoding = value;
+    else if (key === 'content-length') contentLength ??= value;
+    if (stickyHeaders.has(key)) stickyValue = value;
+    if (!DROP_REQUEST_HEADERS.has(key)) {
+      // a repeated header is one list (RFC 9110 §5.3; cookies join with "; ")
+      forwarded[key] = Object.hasOwn(forwarded, key) ? forwarded[key] + (key === 'cookie' ? '; ' : ', ') + value : value;
+    }
+  }
+  // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
+  if (connection) for (const name of connection.split(',')) delete forwarded[name.trim().toLowerCase()];
+  if (!requestId || requestId.length > MAX_REQUEST_ID) requestId = newRequestId();
+  forwarded['x-request-id'] = requestId;
+  return {
+    requestId,
+    stickyValue,
+    forwarded,
+    declaredLength: contentLength === undefined || contentLength === '' ? -1 : Number(contentLength),
+    headerBytes,
+    encoding,
+  };
+}
+
+/** Why a request is refused from its head alone, and whether its connection is closed with the answer. */
+export interface HeadRefusal {
+  error: ApiError;
+  closeConnection: boolean;
+}
+
+/** The limits a head is checked against (`limits` of the config). */
+export interface HeadLimits {
+  max_header_bytes: number;
+  max_body_bytes: number;
+}
+
+/** The first reason to refuse a request before reading its body, in this order, or undefined. */
+export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: boolean): HeadRefusal | undefined {
+  if (draining) return { error: errors.shuttingDown(), closeConnection: false };
+  // uWS bounds headers only when they span several reads; a whole header block in one read is not
+  // limited, so the limit is enforced here too.
+  if (facts.headerBytes > limits.max_header_bytes) {
+    return { error: errors.headersTooLarge(limits.max_header_bytes), closeConnection: false };
+  }
+  const declared = facts.declaredLength;
+  if (declared > limits.max_body_bytes) {
+    // A body a little over the limit is read and dropped by uWS after the answer (closing on unread
+    // data would reset the connection and could lose the 413); an absurd one is refused and cut.
+    return { error: errors.bodyTooLarge(limits.max_body_bytes), closeConnection: declared > DISCARD_LIMIT };
+  }
+  const encoding = facts.encoding;
+  if (encoding !== '' && encoding.toLowerCase() !== 'identity') {
+    // A compressed body would only fail as "not JSON", with its bytes quoted back.
+    return { error: errors.unsupportedEncoding(encoding), closeConnection: declared > DISCARD_LIMIT };
+  }
+  if (Number.isNaN(declared)) {
+    return { error: errors.invalidField('content-length', 'The Content-Length header is not a number.'), closeConnection: true };
+  }
+  return undefined;
+}
+
+/** A body that passed: a JSON object with a non-empty string `model` and a sound structure. */
+export interface ValidBody {
+  body: Record<string, unknown>;
+  model: string;
+}
+
+/** The parsed body, or the error to answer: JSON, then an object, then `model`, then the structure. */
+export function checkBody(kind: ApiKind, raw: Buffer): ValidBody | { error: ApiError } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    return { error: errors.invalidJson(raw.length === 0 ? 'the body is empty' : (err as Error).message) };
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { error: errors.notAnObject() };
+  const body = parsed as Record<string, unknown>;
+  const model = body.model;
+  if (typeof model !== 'string' || model.length === 0) return { error: errors.missingModel() };
+  // the OpenAI fields whose shape we rely on, or that any server would refuse, checked before a pod is used
+  const p = bodyProblem(kind, body);
+  if (p) return { error: errors.invalidField(p.param, problemMessage(p)) };
+  return { body, model };
+}
+
+/** Completes the forwarded headers once the pool is known: a JSON content type if none, the pool's key. */
+export function addUpstreamHeaders(forwarded: Record<string, string>, apiKey: string | undefined): void {
+  if (!('content-type' in forwarded)) forwarded['content-type'] = 'application/json';
+  if (apiKey) forwarded.authorization = `Bearer ${apiKey}`;
+}
