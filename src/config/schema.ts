@@ -71,6 +71,8 @@ const limits = z
   .strictObject({
     max_body_bytes: size('4mb'),
     max_header_bytes: size('16kb'),
+    /** Objects and arrays nested deeper than this in a request body are refused (400 json_too_deep). */
+    max_json_depth: z.number().int().min(1).max(10_000).default(64),
     request_timeout: duration('10m'),
     first_byte_timeout: duration('60s'),
     /** Tries on another endpoint when one fails before its first response byte. */

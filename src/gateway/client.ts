@@ -51,6 +51,8 @@ export interface ClientHandler {
   onBodyTooLarge(): void;
   /** the client went away; the response must not be touched any more */
   onClientAbort(): void;
+  /** a bug in handling this request (thrown from one of the calls above): answer it, never throw */
+  onInternalError(err: unknown): void;
 }
 
 /** A whole answer of the gateway's own (not relayed), as a GET, HEAD or fallback route gives it. */

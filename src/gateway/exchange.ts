@@ -91,7 +91,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   onBody(raw: Buffer): void {
     if (this.phase !== 'body') return;
-    const checked = checkBody(this.kind, raw);
+    const checked = checkBody(this.kind, raw, this.ctx.config.limits.max_json_depth);
     if ('error' in checked) {
       this.reject(checked.error);
       return;
@@ -116,7 +116,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.promptText = renderPrompt(body);
     this.promptTokens = estimateTokens(this.promptText);
     addUpstreamHeaders(this.fwdHeaders, this.poolCfg.api_key);
-    this.timer = setTimeout(() => this.onRequestTimeout(), this.ctx.config.limits.request_timeout);
+    this.timer = setTimeout(() => {
+      try {
+        this.onRequestTimeout();
+      } catch (err) {
+        this.onInternalError(err);
+      }
+    }, this.ctx.config.limits.request_timeout);
     this.phase = 'upstream';
     this.tryNext();
   }
@@ -140,7 +146,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
 
   private readonly learnPick = (): void => {
-    if (this.ticket) this.ctx.router.learn(this.ticket);
+    try {
+      if (this.ticket) this.ctx.router.learn(this.ticket);
+    } catch (err) {
+      this.onInternalError(err);
+    }
   };
 
   private get canRetry(): boolean {
@@ -284,6 +294,31 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     // Cancel the upstream request at once, so the model server stops generating.
     this.controller?.abort(new Error('client closed the connection'));
     this.finish(499, 'aborted');
+  }
+
+  /**
+   * A bug while handling this request (an exception from any of its callbacks): logged, the upstream try
+   * cancelled, and the client answered 500 — or, once an answer has started, an SSE error event or a cut
+   * connection — so that one request's failure never reaches the process or the other requests. Never
+   * throws.
+   */
+  onInternalError(err: unknown): void {
+    try {
+      this.ctx.logger.error({ err, req_id: this.requestId, pool: this.pool || undefined }, 'request handling failed');
+      this.attemptId++; // whatever the current try still reports is ignored
+      this.controller?.abort(new Error('internal error'));
+      if (this.phase === 'done' || this.clientGone) return;
+      const e = errors.internal();
+      if (this.relay?.headersSent) this.breakStream(e);
+      else this.fail(e);
+    } catch {
+      // answering failed too: at least release this request's accounting
+      try {
+        this.finish(500, 'error');
+      } catch {
+        // nothing more can be done for this request
+      }
+    }
   }
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */

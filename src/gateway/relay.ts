@@ -54,6 +54,8 @@ export interface RelayOwner {
   resumeUpstream(): void;
   /** a whole answer closes its connection (while draining for shutdown) */
   closesConnection(): boolean;
+  /** a bug in the relay's own callbacks (a microtask, onWritable): the exchange answers for it */
+  onInternalError(err: unknown): void;
 }
 
 export class Relay {
@@ -101,7 +103,16 @@ export class Relay {
     }
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      queueMicrotask((this.flushFn ??= () => this.flush()));
+      queueMicrotask((this.flushFn ??= () => this.guarded()));
+    }
+  }
+
+  /** flush, as a microtask: nothing it throws may reach the process */
+  private guarded(): void {
+    try {
+      this.flush();
+    } catch (err) {
+      this.owner.onInternalError(err);
     }
   }
 
@@ -122,9 +133,13 @@ export class Relay {
       if (!this.writableHooked) {
         this.writableHooked = true;
         client.onWritable(() => {
-          if (this.paused && this.owner.relaying()) {
-            this.paused = false;
-            this.owner.resumeUpstream();
+          try {
+            if (this.paused && this.owner.relaying()) {
+              this.paused = false;
+              this.owner.resumeUpstream();
+            }
+          } catch (err) {
+            this.owner.onInternalError(err);
           }
           return true;
         });

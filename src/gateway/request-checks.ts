@@ -5,6 +5,7 @@
  */
 import { bodyProblem, problemMessage, type ApiKind } from '../openai/validate.js';
 import { errors, type ApiError } from '../openai/errors.js';
+import { jsonNestedDeeperThan } from '../openai/json.js';
 import type { ClientRequest } from './client.js';
 
 /** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
@@ -115,8 +116,12 @@ export interface ValidBody {
   model: string;
 }
 
-/** The parsed body, or the error to answer: JSON, then an object, then `model`, then the structure. */
-export function checkBody(kind: ApiKind, raw: Buffer): ValidBody | { error: ApiError } {
+/**
+ * The parsed body, or the error to answer: nesting within `maxDepth` (measured on the bytes, before
+ * anything walks the value), JSON, then an object, then `model`, then the structure.
+ */
+export function checkBody(kind: ApiKind, raw: Buffer, maxDepth: number): ValidBody | { error: ApiError } {
+  if (jsonNestedDeeperThan(raw, maxDepth)) return { error: errors.jsonTooDeep(maxDepth) };
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw.toString('utf8'));

@@ -19,6 +19,8 @@ export interface UpstreamListener {
   onUpstreamData(chunk: Buffer): void;
   onUpstreamEnd(): void;
   onUpstreamError(err: Error): void;
+  /** a bug in the exchange's handling of a callback: it answers for it (nothing reaches undici) */
+  onInternalError(err: unknown): void;
 }
 
 /** Statuses another endpoint may answer better: the request goes there while retries last. */
@@ -51,7 +53,8 @@ export function dispatchTry(
 
 /**
  * undici's callbacks for one try of an exchange: a try superseded by a retry, or outliving its exchange,
- * is ignored (and aborted if it has not started).
+ * is ignored (and aborted if it has not started). An exception in the exchange's handling goes to its
+ * onInternalError, never into undici (which would tear down the connection's other state).
  */
 class Attempt implements Dispatcher.DispatchHandler {
   constructor(
@@ -60,23 +63,43 @@ class Attempt implements Dispatcher.DispatchHandler {
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    if (this.ex.isCurrent(this.id)) this.ex.upstreamStarted(controller);
-    else controller.abort(new Error('superseded'));
+    try {
+      if (this.ex.isCurrent(this.id)) this.ex.upstreamStarted(controller);
+      else controller.abort(new Error('superseded'));
+    } catch (err) {
+      this.ex.onInternalError(err);
+    }
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: ResponseHeaders): void {
-    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamResponse(controller, statusCode, headers);
+    try {
+      if (this.ex.isCurrent(this.id)) this.ex.onUpstreamResponse(controller, statusCode, headers);
+    } catch (err) {
+      this.ex.onInternalError(err);
+    }
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamData(chunk);
+    try {
+      if (this.ex.isCurrent(this.id)) this.ex.onUpstreamData(chunk);
+    } catch (err) {
+      this.ex.onInternalError(err);
+    }
   }
 
   onResponseEnd(): void {
-    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamEnd();
+    try {
+      if (this.ex.isCurrent(this.id)) this.ex.onUpstreamEnd();
+    } catch (err) {
+      this.ex.onInternalError(err);
+    }
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    if (this.ex.isCurrent(this.id)) this.ex.onUpstreamError(err);
+    try {
+      if (this.ex.isCurrent(this.id)) this.ex.onUpstreamError(err);
+    } catch (bug) {
+      this.ex.onInternalError(bug);
+    }
   }
 }

@@ -54,7 +54,8 @@ export class Front {
    * A POST route: `start` gets the client and the request's head and returns who handles the rest; the
    * body is read only if that handler wants it, and goes to it whole, or as "too large" the moment it
    * passes `maxBodyBytes` (what still arrives is dropped as it comes, never kept). A handler that throws
-   * is answered with onHandlerError's answer.
+   * while starting is answered with onHandlerError's answer; one that throws later goes to its own
+   * onInternalError.
    */
   post(path: string, maxBodyBytes: number, start: (client: ClientSide, req: ClientRequest) => ClientHandler): void {
     const onHandlerError = this.onHandlerError;
@@ -63,7 +64,13 @@ export class Front {
       let handler: ClientHandler | undefined;
       let chunks: Buffer[] | undefined;
       let received = 0;
-      res.onAborted(() => handler?.onClientAbort());
+      res.onAborted(() => {
+        try {
+          handler?.onClientAbort();
+        } catch (err) {
+          handler?.onInternalError(err);
+        }
+      });
       try {
         handler = start(res, request);
       } catch (err) {
@@ -77,20 +84,27 @@ export class Front {
       }
       if (!handler.wantsBody) return;
       res.onData((ab, isLast) => {
-        if (received < 0) return; // refused as too large
-        received += ab.byteLength;
-        if (received > maxBodyBytes) {
+        if (received < 0) return; // refused as too large, or failed
+        try {
+          received += ab.byteLength;
+          if (received > maxBodyBytes) {
+            received = -1;
+            chunks = undefined;
+            handler!.onBodyTooLarge();
+            return;
+          }
+          // copy now; a small body lands in Node's buffer pool rather than a fresh zero-filled ArrayBuffer
+          if (ab.byteLength > 0) (chunks ??= []).push(Buffer.from(new Uint8Array(ab)));
+          if (!isLast) return;
+          const body = chunks ? joined(chunks) : EMPTY;
+          chunks = undefined;
+          handler!.onBody(body);
+        } catch (err) {
+          // nothing thrown in a uWS callback may reach the process: this request answers for it
           received = -1;
           chunks = undefined;
-          handler!.onBodyTooLarge();
-          return;
+          handler!.onInternalError(err);
         }
-        // copy now; a small body lands in Node's buffer pool rather than a fresh zero-filled ArrayBuffer
-        if (ab.byteLength > 0) (chunks ??= []).push(Buffer.from(new Uint8Array(ab)));
-        if (!isLast) return;
-        const body = chunks ? joined(chunks) : EMPTY;
-        chunks = undefined;
-        handler!.onBody(body);
       });
     });
   }
@@ -101,8 +115,8 @@ export class Front {
    * sent when it settles, unless the client has gone.
    */
   get(path: string, answer: (head: boolean) => Answer | Promise<Answer>): void {
-    this.app.get(path, (res) => this.respond(res, answer(false), false));
-    this.app.head(path, (res) => this.respond(res, answer(true), true));
+    this.app.get(path, (res) => this.respond(res, this.answerOf(answer, false), false));
+    this.app.head(path, (res) => this.respond(res, this.answerOf(answer, true), true));
   }
 
   /** Every request no route took, HEAD answered without the body. */
@@ -110,7 +124,12 @@ export class Front {
     this.app.any('/*', (res, req) => {
       const url = req.getUrl();
       const method = req.getCaseSensitiveMethod();
-      const a = answer(method, url);
+      let a: Answer;
+      try {
+        a = answer(method, url);
+      } catch (err) {
+        a = this.onHandlerError(err);
+      }
       res.cork(() => writeAnswer(res, a, method === 'HEAD'));
     });
   }
@@ -133,6 +152,15 @@ export class Front {
   close(): void {
     if (this.socket) this.uws.us_listen_socket_close(this.socket);
     this.socket = undefined;
+  }
+
+  /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
+  private answerOf(answer: (head: boolean) => Answer | Promise<Answer>, head: boolean): Answer | Promise<Answer> {
+    try {
+      return answer(head);
+    } catch (err) {
+      return this.onHandlerError(err);
+    }
   }
 
   private respond(res: HttpResponse, answer: Answer | Promise<Answer>, head: boolean): void {

@@ -11,6 +11,7 @@ import { sseEvent } from './sse.js';
 export const ERROR_CODES = {
   invalid_json: { status: 400, type: 'invalid_request_error' },
   invalid_body: { status: 400, type: 'invalid_request_error' },
+  json_too_deep: { status: 400, type: 'invalid_request_error' },
   missing_model: { status: 400, type: 'invalid_request_error' },
   invalid_field: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
@@ -57,6 +58,8 @@ function make(code: ErrorCode, message: string, extra: Partial<ApiError> = {}): 
 
 export const errors = {
   invalidJson: (detail: string) => make('invalid_json', `The request body is not valid JSON: ${detail}`, { rejectReason: 'invalid' }),
+  jsonTooDeep: (max: number) =>
+    make('json_too_deep', `The request body nests objects and arrays more than ${max} levels deep.`, { rejectReason: 'invalid' }),
   notAnObject: () => make('invalid_body', 'The request body must be a JSON object.', { rejectReason: 'invalid' }),
   missingModel: () =>
     make('missing_model', 'The "model" field is required and must be a string.', { param: 'model', rejectReason: 'invalid' }),

@@ -6,8 +6,12 @@
  * and that a later message never changes the rendering of an earlier one. Completion prompts are used
  * as they are (a list of prompts is joined with newlines).
  *
- * Pure: no I/O. Used by the gateway (the text the router hashes), the mock server's tokenizer and the benchmarks.
+ * Client values are serialised without recursion (stringifyJson): a part nested thousands of levels deep
+ * renders instead of overflowing the stack. Pure: no I/O. Used by the gateway (the text the router hashes),
+ * the mock server's tokenizer and the benchmarks.
  */
+import { stringifyJson } from './json.js';
+
 export function renderPrompt(body: Record<string, unknown>): string {
   const messages = body.messages;
   if (Array.isArray(messages)) {
@@ -22,7 +26,7 @@ export function renderPrompt(body: Record<string, unknown>): string {
   }
   const prompt = body.prompt;
   if (typeof prompt === 'string') return prompt;
-  if (Array.isArray(prompt)) return prompt.map((p) => (typeof p === 'string' ? p : JSON.stringify(p))).join('\n');
+  if (Array.isArray(prompt)) return prompt.map((p) => (typeof p === 'string' ? p : stringifyJson(p))).join('\n');
   return '';
 }
 
@@ -35,11 +39,11 @@ function contentText(content: unknown): string {
       if (part && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') {
         s += (part as { text: string }).text;
       } else {
-        s += JSON.stringify(part);
+        s += stringifyJson(part);
       }
     }
     return s;
   }
   if (content === undefined || content === null) return '';
-  return JSON.stringify(content);
+  return stringifyJson(content);
 }

@@ -103,26 +103,27 @@ t.test('head refusals in order: draining, header size, body size, encoding, Cont
 });
 
 const raw = (s: string) => Buffer.from(s);
+const DEPTH = 64;
 
 t.test('body checks, each outcome', async (t) => {
-  t.match(checkBody('chat', raw('')), { error: { status: 400, code: 'invalid_json', message: /the body is empty/ } });
-  t.match(checkBody('chat', raw('{"model":')), { error: { code: 'invalid_json', message: /not valid JSON: / } });
-  for (const body of ['[]', 'null', '3', '"s"']) t.match(checkBody('chat', raw(body)), { error: { code: 'invalid_body' } }, body);
-  for (const body of ['{}', '{"model":""}', '{"model":3}']) t.match(checkBody('chat', raw(body)), { error: { code: 'missing_model', param: 'model' } }, body);
-  t.match(checkBody('chat', raw('{"model":"m"}')), { error: { code: 'invalid_field', param: 'messages' } });
-  t.match(checkBody('completions', raw('{"model":"m"}')), { error: { code: 'invalid_field', param: 'prompt' } });
-  t.match(checkBody('chat', raw('{"model":"m","messages":[{"role":"user"}],"stream":"yes"}')), { error: { code: 'invalid_field', param: 'stream' } });
-  t.match(checkBody('completions', raw('{"model":"m","prompt":"p","n":0}')), { error: { code: 'invalid_field', param: 'n' } });
-  const ok = checkBody('chat', raw('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+  t.match(checkBody('chat', raw(''), DEPTH), { error: { status: 400, code: 'invalid_json', message: /the body is empty/ } });
+  t.match(checkBody('chat', raw('{"model":'), DEPTH), { error: { code: 'invalid_json', message: /not valid JSON: / } });
+  for (const body of ['[]', 'null', '3', '"s"']) t.match(checkBody('chat', raw(body), DEPTH), { error: { code: 'invalid_body' } }, body);
+  for (const body of ['{}', '{"model":""}', '{"model":3}']) t.match(checkBody('chat', raw(body), DEPTH), { error: { code: 'missing_model', param: 'model' } }, body);
+  t.match(checkBody('chat', raw('{"model":"m"}'), DEPTH), { error: { code: 'invalid_field', param: 'messages' } });
+  t.match(checkBody('completions', raw('{"model":"m"}'), DEPTH), { error: { code: 'invalid_field', param: 'prompt' } });
+  t.match(checkBody('chat', raw('{"model":"m","messages":[{"role":"user"}],"stream":"yes"}'), DEPTH), { error: { code: 'invalid_field', param: 'stream' } });
+  t.match(checkBody('completions', raw('{"model":"m","prompt":"p","n":0}'), DEPTH), { error: { code: 'invalid_field', param: 'n' } });
+  const ok = checkBody('chat', raw('{"model":"m","messages":[{"role":"user","content":"hi"}]}'), DEPTH);
   t.notOk('error' in ok);
   t.match(ok, { model: 'm', body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] } });
-  t.match(checkBody('completions', raw('{"model":"m","prompt":["a"]}')), { model: 'm' });
+  t.match(checkBody('completions', raw('{"model":"m","prompt":["a"]}'), DEPTH), { model: 'm' });
 });
 
 t.test('body checks in order: JSON, object, model, structure', async (t) => {
-  t.equal((checkBody('chat', raw('[{"model":"m"}]')) as { error: { code: string } }).error.code, 'invalid_body');
-  t.equal((checkBody('chat', raw('{"model":1,"messages":3}')) as { error: { code: string } }).error.code, 'missing_model');
-  t.equal((checkBody('chat', raw('{"model":"m","messages":3,"stream":1}')) as { error: { param: string } }).error.param, 'stream');
+  t.equal((checkBody('chat', raw('[{"model":"m"}]'), DEPTH) as { error: { code: string } }).error.code, 'invalid_body');
+  t.equal((checkBody('chat', raw('{"model":1,"messages":3}'), DEPTH) as { error: { code: string } }).error.code, 'missing_model');
+  t.equal((checkBody('chat', raw('{"model":"m","messages":3,"stream":1}'), DEPTH) as { error: { param: string } }).error.param, 'stream');
 });
 
 t.test('upstream headers once the pool is known', async (t) => {
@@ -132,4 +133,15 @@ t.test('upstream headers once the pool is known', async (t) => {
   const keyed: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
   addUpstreamHeaders(keyed, 'secret');
   t.same(keyed, { 'content-type': 'application/json; charset=utf-8', authorization: 'Bearer secret' }, 'the client\'s type kept, the pool key sent');
+});
+
+t.test('nesting is measured on the bytes, before parsing: deeper than the limit is json_too_deep', async (t) => {
+  const nested = (depth: number) => `{"model":"m","messages":[{"role":"user","content":${'['.repeat(depth)}${']'.repeat(depth)}}]}`;
+  // the body itself opens 3 levels ({, [, {) before the content
+  t.notOk('error' in checkBody('chat', raw(nested(DEPTH - 3)), DEPTH), 'exactly at the limit passes');
+  t.match(checkBody('chat', raw(nested(DEPTH - 2)), DEPTH), { error: { status: 400, code: 'json_too_deep', param: null } });
+  t.match(checkBody('chat', raw(nested(5000)), DEPTH), { error: { code: 'json_too_deep' } }, 'thousands of levels');
+  t.match(checkBody('chat', raw('['.repeat(100)), DEPTH), { error: { code: 'json_too_deep' } }, 'checked before the JSON is parsed');
+  const inString = `{"model":"m","messages":[{"role":"user","content":"${'[{'.repeat(200)}\\\"["}]}`;
+  t.notOk('error' in checkBody('chat', raw(inString), DEPTH), 'brackets inside strings (and escaped quotes) do not count');
 });

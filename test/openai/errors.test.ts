@@ -6,6 +6,7 @@ import { ERROR_CODES, errorBody, errorEvent, errors, statusLine, type ApiError }
 const PINNED: Record<string, [number, string]> = {
   invalid_json: [400, 'invalid_request_error'],
   invalid_body: [400, 'invalid_request_error'],
+  json_too_deep: [400, 'invalid_request_error'],
   missing_model: [400, 'invalid_request_error'],
   invalid_field: [400, 'invalid_request_error'],
   model_not_found: [404, 'invalid_request_error'],
@@ -32,7 +33,7 @@ t.test('each code has its pinned status and type, and no code is unpinned', asyn
 
 // every factory, with made-up arguments
 const built: ApiError[] = [
-  errors.invalidJson('x'), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'),
+  errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
   errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
