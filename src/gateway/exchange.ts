@@ -23,7 +23,7 @@ import type { GatewayContext } from './context.js';
 import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
 import { Relay, type RelayOwner } from './relay.js';
-import { addUpstreamHeaders, checkBody, headRefusal, readRequest } from './request-checks.js';
+import { addUpstreamHeaders, checkBody, headRefusal, readRequest, withModel } from './request-checks.js';
 import { dispatchTry, isTimeout, retryableStatus, type UpstreamListener } from './upstream.js';
 
 type Phase = 'body' | 'upstream' | 'streaming' | 'done';
@@ -106,12 +106,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.pool = resolved.pool;
     this.poolCfg = this.ctx.config.pools[resolved.pool];
     this.forwardModel = resolved.model;
-    if (resolved.model !== model) {
-      body.model = resolved.model;
-      this.upstreamBody = Buffer.from(JSON.stringify(body));
-    } else {
-      this.upstreamBody = raw;
-    }
+    this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
     this.promptText = renderPrompt(body);
     this.promptTokens = estimateTokens(this.promptText);

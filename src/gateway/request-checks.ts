@@ -5,7 +5,7 @@
  */
 import { bodyProblem, problemMessage, type ApiKind } from '../openai/validate.js';
 import { errors, type ApiError } from '../openai/errors.js';
-import { jsonNestedDeeperThan } from '../openai/json.js';
+import { scanJson } from '../openai/json.js';
 import type { ClientRequest } from './client.js';
 
 /** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
@@ -114,14 +114,19 @@ export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: b
 export interface ValidBody {
   body: Record<string, unknown>;
   model: string;
+  /** where the `model` string (quotes included) lies in the raw bytes: an alias rewrite replaces just that */
+  modelStart: number;
+  modelEnd: number;
 }
 
 /**
- * The parsed body, or the error to answer: nesting within `maxDepth` (measured on the bytes, before
- * anything walks the value), JSON, then an object, then `model`, then the structure.
+ * The parsed body, or the error to answer. Before parsing, on the bytes: nesting within `maxDepth` (before
+ * anything walks the value), and no key the gateway acts on given twice (the gateway and the model server
+ * must read the same model). Then JSON, an object, `model`, the structure.
  */
 export function checkBody(kind: ApiKind, raw: Buffer, maxDepth: number): ValidBody | { error: ApiError } {
-  if (jsonNestedDeeperThan(raw, maxDepth)) return { error: errors.jsonTooDeep(maxDepth) };
+  const shape = scanJson(raw, maxDepth);
+  if (shape.tooDeep) return { error: errors.jsonTooDeep(maxDepth) };
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw.toString('utf8'));
@@ -129,13 +134,24 @@ export function checkBody(kind: ApiKind, raw: Buffer, maxDepth: number): ValidBo
     return { error: errors.invalidJson(raw.length === 0 ? 'the body is empty' : (err as Error).message) };
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { error: errors.notAnObject() };
+  if (shape.duplicate !== null) {
+    return { error: errors.invalidField(shape.duplicate, `The "${shape.duplicate}" field appears more than once.`) };
+  }
   const body = parsed as Record<string, unknown>;
   const model = body.model;
   if (typeof model !== 'string' || model.length === 0) return { error: errors.missingModel() };
   // the OpenAI fields whose shape we rely on, or that any server would refuse, checked before a pod is used
   const p = bodyProblem(kind, body);
   if (p) return { error: errors.invalidField(p.param, problemMessage(p)) };
-  return { body, model };
+  return { body, model, modelStart: shape.modelStart, modelEnd: shape.modelEnd };
+}
+
+/**
+ * The body with its `model` string replaced by `model` and every other byte as the client sent it (a
+ * re-serialised body would round 64-bit integers, turn 1e400 into null and mend invalid UTF-8).
+ */
+export function withModel(raw: Buffer, valid: ValidBody, model: string): Buffer {
+  return Buffer.concat([raw.subarray(0, valid.modelStart), Buffer.from(JSON.stringify(model)), raw.subarray(valid.modelEnd)]);
 }
 
 /** Completes the forwarded headers once the pool is known: a JSON content type if none, the pool's key. */

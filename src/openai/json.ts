@@ -1,9 +1,9 @@
 /**
- * JSON without recursion. A request body can nest thousands of levels in a few kilobytes; V8's
+ * JSON as a request body arrives. A body can nest thousands of levels in a few kilobytes; V8's
  * JSON.parse copes, but JSON.stringify and any recursive walk overflow the stack on it. So the gateway
- * measures the nesting of the raw bytes before parsing (and refuses a body nested deeper than its limit),
- * and what must serialise a client's value (prompt rendering of non-text parts) does it with an explicit
- * stack. Pure.
+ * scans the raw bytes before parsing (nesting against its limit, duplicated keys it acts on, where the
+ * model name is, so an alias rewrite changes those bytes alone), and what must serialise a client's value
+ * (prompt rendering of non-text parts) does it with an explicit stack. Pure.
  */
 
 const OPEN_BRACE = 0x7b;
@@ -13,28 +13,109 @@ const CLOSE_BRACKET = 0x5d;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
+/** What one pass over a request body's bytes tells before it is parsed. */
+export interface JsonShape {
+  /** objects and arrays open inside one another deeper than the limit (the scan stopped there) */
+  tooDeep: boolean;
+  /** a top-level key of ACTED_ON that appears more than once, else null */
+  duplicate: string | null;
+  /** the byte span of the last top-level "model" value, quotes included, when it is a string; else -1 */
+  modelStart: number;
+  modelEnd: number;
+}
+
 /**
- * Whether the JSON text in `bytes` opens more than `max` objects and arrays inside one another. Brackets
- * inside strings do not count. One pass, no allocation; the text need not be valid JSON (the parser that
- * runs after this says what else is wrong with it).
+ * The top-level keys the gateway acts on (routing, the gather-or-stream decision, the prompt it hashes):
+ * each may appear once, so that the gateway and the model server can never read different values.
  */
-export function jsonNestedDeeperThan(bytes: Uint8Array, max: number): boolean {
+export const ACTED_ON: readonly string[] = ['model', 'stream', 'messages', 'prompt'];
+
+/**
+ * One pass over the JSON text in `bytes`, no allocation per byte: its nesting depth against `max`
+ * (brackets inside strings do not count), duplicates among the top-level keys the gateway acts on
+ * (an escaped key such as "mod\u0065l" is decoded first), and where the top-level "model" string is.
+ * The text need not be valid JSON: the parser that runs after this says what else is wrong with it.
+ */
+export function scanJson(bytes: Uint8Array, max: number): JsonShape {
+  const shape: JsonShape = { tooDeep: false, duplicate: null, modelStart: -1, modelEnd: -1 };
   let depth = 0;
-  let inString = false;
+  let seen = 0; // bit i: ACTED_ON[i] was a key already
+  // in the top-level object: whether the next string is a key, and which acted-on key the last one was
+  let keyNext = false;
+  let lastKey = -1;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
-    if (inString) {
-      if (b === BACKSLASH) i++;
-      else if (b === QUOTE) inString = false;
-    } else if (b === QUOTE) {
-      inString = true;
+    if (b === QUOTE) {
+      const start = i;
+      let escaped = false;
+      for (i++; i < bytes.length; i++) {
+        const c = bytes[i];
+        if (c === BACKSLASH) {
+          escaped = true;
+          i++;
+        } else if (c === QUOTE) break;
+      }
+      if (depth !== 1) continue;
+      if (keyNext) {
+        keyNext = false;
+        lastKey = actedOnIndex(bytes, start, i + 1, escaped);
+        if (lastKey >= 0) {
+          if (seen & (1 << lastKey)) {
+            if (shape.duplicate === null) shape.duplicate = ACTED_ON[lastKey];
+          } else seen |= 1 << lastKey;
+        }
+      } else if (lastKey === 0) {
+        shape.modelStart = start;
+        shape.modelEnd = i + 1;
+      }
     } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
-      if (++depth > max) return true;
+      if (++depth > max) {
+        shape.tooDeep = true;
+        return shape;
+      }
+      if (depth === 1) keyNext = b === OPEN_BRACE;
+      else if (depth === 2 && lastKey === 0) shape.modelStart = shape.modelEnd = -1; // model is not a string
     } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
       depth--;
+    } else if (depth === 1 && b === COMMA) {
+      keyNext = true;
+      lastKey = -1;
+    } else if (depth === 1 && lastKey === 0 && b > SPACE && b !== COLON) {
+      shape.modelStart = shape.modelEnd = -1; // a number, true, false or null: not a string
     }
   }
-  return false;
+  return shape;
+}
+
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const SPACE = 0x20;
+
+/** Which ACTED_ON key the string token bytes[start, end) (quotes included) is, or -1. */
+function actedOnIndex(bytes: Uint8Array, start: number, end: number, escaped: boolean): number {
+  if (escaped) {
+    let key: unknown;
+    try {
+      key = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8'));
+    } catch {
+      return -1; // not a valid string: the parser will refuse the body
+    }
+    return ACTED_ON.indexOf(key as string);
+  }
+  const len = end - start - 2;
+  for (let k = 0; k < ACTED_ON.length; k++) {
+    const name = ACTED_ON[k];
+    if (name.length !== len) continue;
+    let same = true;
+    for (let j = 0; j < len; j++) {
+      if (bytes[start + 1 + j] !== name.charCodeAt(j)) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return k;
+  }
+  return -1;
 }
 
 /** A pending step of stringifyJson: a value to write, or literal text (a separator, a closing bracket). */

@@ -1,7 +1,7 @@
 // The gateway's pure request checks: head facts and forwarded headers, head refusals and their order,
 // body checks and their order. No sockets.
 import t from 'tap';
-import { addUpstreamHeaders, checkBody, DISCARD_LIMIT, headRefusal, readRequest, type HeadLimits, type RequestFacts } from '../../src/gateway/request-checks.js';
+import { addUpstreamHeaders, checkBody, DISCARD_LIMIT, headRefusal, readRequest, withModel, type HeadLimits, type RequestFacts } from '../../src/gateway/request-checks.js';
 import type { ClientRequest } from '../../src/gateway/client.js';
 
 const NO_STICKY: ReadonlySet<string> = new Set();
@@ -144,4 +144,17 @@ t.test('nesting is measured on the bytes, before parsing: deeper than the limit 
   t.match(checkBody('chat', raw('['.repeat(100)), DEPTH), { error: { code: 'json_too_deep' } }, 'checked before the JSON is parsed');
   const inString = `{"model":"m","messages":[{"role":"user","content":"${'[{'.repeat(200)}\\\"["}]}`;
   t.notOk('error' in checkBody('chat', raw(inString), DEPTH), 'brackets inside strings (and escaped quotes) do not count');
+});
+
+t.test('a key the gateway acts on given twice is refused; other keys are not its business', async (t) => {
+  t.match(checkBody('chat', raw('{"model":"a","messages":[{"role":"user"}],"model":"b"}'), DEPTH), { error: { status: 400, code: 'invalid_field', param: 'model', message: /more than once/ } });
+  t.match(checkBody('chat', raw('{"model":"a","messages":[{"role":"user"}],"stream":true,"stream":false}'), DEPTH), { error: { param: 'stream' } });
+  t.notOk('error' in checkBody('chat', raw('{"model":"a","messages":[{"role":"user"}],"user":"x","user":"y"}'), DEPTH));
+});
+
+t.test('an alias rewrite changes the model bytes alone', async (t) => {
+  const text = '{"seed": 12345678901234567890, "model" : "alias", "x": 1e400, "k":"caf\u00e9", "messages":[{"role":"user","content":"hi"}]}';
+  const valid = checkBody('chat', raw(text), DEPTH);
+  if ('error' in valid) throw new Error('refused');
+  t.equal(withModel(raw(text), valid, 'real/model"1').toString(), text.replace('"alias"', JSON.stringify('real/model"1')));
 });

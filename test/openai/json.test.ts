@@ -1,9 +1,10 @@
 // JSON without recursion (src/openai/json.ts): the nesting measure and the stack-free serialiser.
 import t from 'tap';
-import { jsonNestedDeeperThan, stringifyJson } from '../../src/openai/json.js';
+import { scanJson, stringifyJson } from '../../src/openai/json.js';
 import { renderPrompt } from '../../src/openai/prompt.js';
 
 const bytes = (s: string) => Buffer.from(s);
+const jsonNestedDeeperThan = (b: Buffer, max: number) => scanJson(b, max).tooDeep;
 
 t.test('nesting depth of raw JSON bytes', async (t) => {
   t.equal(jsonNestedDeeperThan(bytes('{}'), 1), false);
@@ -15,6 +16,33 @@ t.test('nesting depth of raw JSON bytes', async (t) => {
   t.equal(jsonNestedDeeperThan(bytes('{"k":"\\\\"}'), 1), false, 'an escaped backslash ends before the quote');
   t.equal(jsonNestedDeeperThan(bytes('{"k":"\\"[["}'), 1), false, 'an escaped quote does not end the string');
   t.equal(jsonNestedDeeperThan(bytes('['.repeat(1e6)), 64), true, 'a million levels, no stack used');
+});
+
+t.test('duplicated top-level keys the gateway acts on', async (t) => {
+  const dup = (s: string) => scanJson(bytes(s), 64).duplicate;
+  t.equal(dup('{"model":"a","messages":[]}'), null);
+  t.equal(dup('{"model":"a","model":"b"}'), 'model');
+  t.equal(dup('{"model":"a", "mod\\u0065l" :"b"}'), 'model', 'an escaped spelling is the same key');
+  t.equal(dup('{"stream":true,"x":1,"stream":false}'), 'stream');
+  t.equal(dup('{"messages":[],"prompt":"p","messages":[]}'), 'messages');
+  t.equal(dup('{"user":"a","user":"b"}'), null, 'keys the gateway does not act on are the server\'s business');
+  t.equal(dup('{"x":{"model":"a","model":"b"}}'), null, 'nested keys are not top-level');
+  t.equal(dup('{"x":["model","model"],"y":"model"}'), null, 'values are not keys');
+  t.equal(dup('{"x":"\\"model\\":1","model":"m"}'), null, 'a key-looking string inside a value');
+});
+
+t.test('where the model string lies in the bytes', async (t) => {
+  const span = (s: string) => {
+    const r = scanJson(bytes(s), 64);
+    return r.modelStart < 0 ? null : s.slice(r.modelStart, r.modelEnd);
+  };
+  t.equal(span('{"model":"a"}'), '"a"');
+  t.equal(span('{ "messages": [{"model":"no"}], "model" :  "x\\"y" , "n":1}'), '"x\\"y"');
+  t.equal(span('{"model":7}'), null, 'a number');
+  t.equal(span('{"model":null}'), null);
+  t.equal(span('{"model":["a"]}'), null, 'a list');
+  t.equal(span('{"model":{"a":"b"}}'), null, 'an object');
+  t.equal(span('{"other":"a"}'), null);
 });
 
 t.test('stringifyJson gives JSON.stringify\'s text for parsed values', async (t) => {
