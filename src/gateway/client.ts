@@ -29,7 +29,8 @@ export interface ClientRequest {
 export interface ClientSide {
   /** the status line with its reason phrase, e.g. "200 OK" */
   writeStatus(status: string): unknown;
-  writeHeader(name: string, value: string): unknown;
+  /** a Buffer value goes as its bytes (a string is written as UTF-8) */
+  writeHeader(name: string, value: string | Buffer): unknown;
   /** false when the client is slower than we write: wait for `onWritable` before more */
   write(chunk: Buffer | string): boolean;
   end(body?: Buffer | string, closeConnection?: boolean): unknown;

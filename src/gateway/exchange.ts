@@ -215,6 +215,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
 
   onUpstreamError(err: Error): void {
+    if ((err as { code?: string }).code === 'UND_ERR_INVALID_ARG') {
+      // undici refused what we asked it to send: our failure, not the endpoint's (no ejection, no upstream
+      // error counted)
+      this.endAttempt('aborted');
+      this.onInternalError(err);
+      return;
+    }
     const timeout = isTimeout(err);
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {

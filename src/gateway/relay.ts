@@ -23,15 +23,26 @@ const DROP_RESPONSE_HEADERS = new Set([
 export const BUFFER_LIMIT = 1 << 20;
 
 /** The model server's response headers as they are passed on (repeated ones as several lines). */
-export function relayedHeaders(headers: Record<string, string | string[] | undefined>): Array<[string, string]> {
-  const list: Array<[string, string]> = [];
+export function relayedHeaders(headers: Record<string, string | string[] | undefined>): Array<[string, string | Buffer]> {
+  const list: Array<[string, string | Buffer]> = [];
   for (const key in headers) {
     const v = headers[key];
     if (v === undefined || DROP_RESPONSE_HEADERS.has(key)) continue;
-    if (Array.isArray(v)) for (const one of v) list.push([key, one]);
-    else list.push([key, v]);
+    if (Array.isArray(v)) for (const one of v) list.push([key, asSent(one)]);
+    else list.push([key, asSent(v)]);
   }
   return list;
+}
+
+const NON_ASCII = /[^\x00-\x7f]/;
+
+/**
+ * A header value as the model server sent its bytes. undici reads header bytes as Latin-1 and the front
+ * would write a string as UTF-8, so a UTF-8 value (`café`) would arrive double-encoded; its bytes go as
+ * they came instead.
+ */
+function asSent(value: string): string | Buffer {
+  return NON_ASCII.test(value) ? Buffer.from(value, 'latin1') : value;
 }
 
 /**
@@ -63,7 +74,7 @@ export class Relay {
   headersSent = false;
   /** inter-token latency series, set by the exchange at the first byte */
   itl: HistogramSeries | undefined;
-  private readonly headers: Array<[string, string]>;
+  private readonly headers: Array<[string, string | Buffer]>;
   private buffered: Buffer[] | null;
   private bufferedBytes = 0;
   /** streamed chunks of this event-loop turn, written together by flush */

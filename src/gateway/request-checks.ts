@@ -16,6 +16,12 @@ const DROP_REQUEST_HEADERS = new Set([
 
 /** A declared body over this is refused with the connection closed rather than read and dropped. */
 export const DISCARD_LIMIT = 64 * 1024 * 1024;
+/**
+ * A header value the model server can be sent (HTTP field-value octets; undici refuses anything else,
+ * which would otherwise surface as a failure of the endpoint) and a header name that is an HTTP token.
+ */
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 /** A client's request id longer than this is replaced by one of ours. */
 const MAX_REQUEST_ID = 200;
 
@@ -33,6 +39,8 @@ export interface RequestFacts {
   headerBytes: number;
   /** Content-Encoding, '' when absent */
   encoding: string;
+  /** the first header whose name or value cannot be sent on, if any */
+  badHeader: string | undefined;
 }
 
 /** The head's facts. `newRequestId` is called only when the client sent no usable id. */
@@ -45,10 +53,12 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   let connection = '';
   let encoding = '';
   let contentLength: string | undefined;
+  let badHeader: string | undefined;
   for (let i = 0; i < headers.length; i += 2) {
     const key = headers[i];
     const value = headers[i + 1];
     headerBytes += key.length + value.length + 4;
+    if (badHeader === undefined && (BAD_VALUE.test(value) || !TOKEN.test(key))) badHeader = key;
     if (key === 'connection') connection = value;
     else if (key === 'x-request-id') requestId = value;
     else if (key === 'content-encoding') encoding = value;
@@ -70,6 +80,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
     declaredLength: contentLength === undefined || contentLength === '' ? -1 : Number(contentLength),
     headerBytes,
     encoding,
+    badHeader,
   };
 }
 
@@ -93,6 +104,8 @@ export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: b
   if (facts.headerBytes > limits.max_header_bytes) {
     return { error: errors.headersTooLarge(limits.max_header_bytes), closeConnection: false };
   }
+  // A header that cannot be sent on is the client's doing: refused here, it never counts against a pod.
+  if (facts.badHeader !== undefined) return { error: errors.invalidHeader(facts.badHeader), closeConnection: false };
   const declared = facts.declaredLength;
   if (declared > limits.max_body_bytes) {
     // A body a little over the limit is read and dropped by uWS after the answer (closing on unread

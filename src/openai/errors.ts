@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   json_too_deep: { status: 400, type: 'invalid_request_error' },
   missing_model: { status: 400, type: 'invalid_request_error' },
   invalid_field: { status: 400, type: 'invalid_request_error' },
+  invalid_header: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
@@ -64,6 +65,10 @@ export const errors = {
   missingModel: () =>
     make('missing_model', 'The "model" field is required and must be a string.', { param: 'model', rejectReason: 'invalid' }),
   invalidField: (param: string, message: string) => make('invalid_field', message, { param, rejectReason: 'invalid' }),
+  invalidHeader: (name: string) =>
+    make('invalid_header', `The request header "${truncate(name, 100)}" has characters that cannot be sent on (control characters or characters outside Latin-1).`, {
+      rejectReason: 'invalid',
+    }),
   modelNotFound: (model: string) =>
     make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
   routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),
