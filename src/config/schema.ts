@@ -4,7 +4,7 @@
  * shared/spec/gateway.example.yaml; unknown keys are errors, so a typo never silently means a default.
  */
 import { z } from 'zod';
-import { parseDuration, parseSize } from './units.js';
+import { parseDuration, parseSize } from '../common/units.js';
 
 const duration = (def: string) =>
   z
