@@ -1,0 +1,26 @@
+/**
+ * least_request: the fewest requests of ours in flight, then the fewest waiting + running in fresh metrics,
+ * then at random (saturated candidates included: a baseline stays a baseline).
+ */
+import type { Policy } from './policy.js';
+
+export const leastRequest: Policy<'least_request'> = {
+  name: 'least_request',
+  choose(t, ctx) {
+    const ties = ctx.ties;
+    ties.length = 0;
+    let bestF = Infinity;
+    let bestM = Infinity;
+    for (const c of t.cands) {
+      const f = c.st.inFlight;
+      const m = c.fresh ? c.st.sig!.waiting + c.st.sig!.running : 0;
+      if (f < bestF || (f === bestF && m < bestM)) {
+        ties.length = 0;
+        ties.push(c);
+        bestF = f;
+        bestM = m;
+      } else if (f === bestF && m === bestM) ties.push(c);
+    }
+    return ctx.pickTie();
+  },
+};

@@ -1,0 +1,28 @@
+/**
+ * Saturation (every policy): an endpoint is saturated when its waiting estimate reaches queue_depth or its
+ * fresh KV-cache use reaches kv_cache (0 turns either test off). With every candidate saturated the pick
+ * answers "saturated" with a Retry-After.
+ */
+import type { Candidate } from './candidates.js';
+import type { SaturationOptions } from './options.js';
+
+export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDepth: number, kvCache: number): boolean {
+  return (queueDepth > 0 && waiting >= queueDepth) || (kvCache > 0 && fresh && kv >= kvCache);
+}
+
+/** Seconds until the least-saturated endpoint has likely drained below the thresholds (1..60). */
+export function retryAfterS(cands: readonly Candidate[], sat: SaturationOptions): number {
+  const ra = sat.retry_after;
+  if (ra !== 'auto') return Math.max(1, Math.ceil(ra / 1000));
+  const qd = sat.queue_depth;
+  let best = Infinity;
+  for (const c of cands) {
+    const excess = qd > 0 ? Math.max(0, c.waiting - qd + 1) : 0;
+    // no drain measurement yet: assume one request per second
+    const rate = c.st.drainRate > 0 ? c.st.drainRate : 1;
+    const t = excess > 0 ? excess / rate : 1; // kv-saturated only: a second, then look again
+    if (t < best) best = t;
+  }
+  if (!Number.isFinite(best)) best = 1;
+  return Math.max(1, Math.min(60, Math.ceil(best)));
+}
