@@ -1,7 +1,7 @@
 /**
  * The candidate table: one row per endpoint a pick may use, with the load figures every scorer, the
- * saturation test and the policies read, computed once per pick. Rows are reused from pick to pick (pick
- * is synchronous and never re-entered), so building the table allocates nothing. Also the per-endpoint
+ * saturation test and the policies read, computed once per pick. Its columns are reused from pick to pick
+ * (pick is synchronous and never re-entered), so building the table allocates nothing. Also the per-endpoint
  * estimates behind those figures (freshness, waiting, queued prefill work, waits for slots), which the
  * pool's debug view shares.
  */
@@ -10,35 +10,66 @@ import type { PoolOptions } from './options.js';
 import { isSaturated } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
-export class Candidate {
-  fresh = false;
-  waiting = 0;
-  running = 0;
-  /** KV-cache use 0..1; NaN when the signals are stale */
-  kv = 0;
-  saturated = false;
-  /** prefix blocks the endpoint likely holds */
-  matched = 0;
-  /** prompt tokens it would have to prefill */
-  uncached = 0;
-  /** prefill work queued ahead of this request, in prompt tokens */
-  ahead = 0;
-  /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
-  cost = 0;
-  constructor(public st: EndpointState) {}
-}
-
-/** What one pick is about, for the table and the scorers. */
+/**
+ * One row per candidate, a typed column per figure (struct of arrays: the scorers' loops read plain numbers,
+ * no object per candidate). Row i is `st[i]`; the columns hold `n` rows.
+ */
 export class CandidateTable {
-  /** this pick's rows (a view into reused rows) */
-  readonly cands: Candidate[] = [];
+  /** rows in this pick */
+  n = 0;
+  /** the endpoint of each row */
+  readonly st: EndpointState[] = [];
+  /** 1: the row's signals are recent enough to use */
+  fresh = new Uint8Array(64);
+  /** 1: the row is saturated (see saturation.ts) */
+  saturated = new Uint8Array(64);
+  /** waiting requests, estimated */
+  waiting = new Float64Array(64);
+  /** running sequences, estimated */
+  running = new Float64Array(64);
+  /** our requests in flight there */
+  inFlight = new Float64Array(64);
+  /** KV-cache use 0..1; NaN when the signals are stale */
+  kv = new Float64Array(64);
+  /** prefix blocks the endpoint likely holds */
+  matched = new Float64Array(64);
+  /** prompt tokens it would have to prefill */
+  uncached = new Float64Array(64);
+  /** prefill work queued ahead of this request, in prompt tokens */
+  ahead = new Float64Array(64);
+  /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
+  cost = new Float64Array(64);
   /** prefix blocks of the prompt (0: too short to have one) */
   totalBlocks = 0;
   /** the LoRA adapter requested, or null for a base-model request */
   adapter: string | null = null;
-  private readonly rows: Candidate[] = [];
+  // over the unsaturated rows: the least of each load figure, and the free KV share summed over those with
+  // fresh signals (and their count), which the scorers and the scored policy compare against
+  minAhead = 0;
+  minRunning = 0;
+  minInFlight = 0;
+  minCost = 0;
+  freshKvFree = 0;
+  freshCount = 0;
 
   constructor(readonly tuning: Tuning) {}
+
+  /** Room for n rows (the columns grow by doubling and are reused from pick to pick). */
+  reserve(n: number): void {
+    if (n <= this.cost.length) return;
+    let size = this.cost.length;
+    while (size < n) size *= 2;
+    this.fresh = new Uint8Array(size);
+    this.saturated = new Uint8Array(size);
+    this.waiting = new Float64Array(size);
+    this.running = new Float64Array(size);
+    this.inFlight = new Float64Array(size);
+    this.kv = new Float64Array(size);
+    this.matched = new Float64Array(size);
+    this.uncached = new Float64Array(size);
+    this.ahead = new Float64Array(size);
+    this.cost = new Float64Array(size);
+  }
 
   /**
    * Fill the table for `list` (match: matched blocks by endpoint id). Returns whether every candidate is
@@ -61,26 +92,34 @@ export class CandidateTable {
     const floorTok = t.requestFloorTokens;
     const runTok = t.runCostTokens;
     const adapter = this.adapter;
-    const rows = this.rows;
-    while (rows.length < list.length) rows.push(new Candidate(list[0]));
-    const cands = this.cands;
-    cands.length = list.length;
+    const n = list.length;
+    this.reserve(n);
+    this.n = n;
+    const rowSt = this.st;
+    rowSt.length = n;
+    const { fresh: freshCol, saturated: saturatedCol, waiting: waitingCol, running: runningCol, inFlight: inFlightCol } = this;
+    const { kv: kvCol, matched: matchedCol, uncached: uncachedCol, ahead: aheadCol, cost: costCol } = this;
     let allSaturated = true;
-    for (let i = 0; i < list.length; i++) {
+    let minAhead = Infinity;
+    let minRunning = Infinity;
+    let minInFlight = Infinity;
+    let minCost = Infinity;
+    let freshKvFree = 0;
+    let freshCount = 0;
+    for (let i = 0; i < n; i++) {
       const st = list[i];
       const sig = st.sig;
       const fresh = isFresh(st, now, staleAfter);
       const waiting = waitingEstimate(st, fresh);
       const running = fresh ? Math.max(sig!.running, st.decoding) : st.decoding;
       const kv = fresh ? sig!.kvUsage : NaN;
-      const saturated = isSaturated(waiting, fresh, kv, qd, kvT);
       const matched = match[st.id];
       const rest = promptTokens - (matched * bc) / charsPerToken;
-      const uncached = rest > 0 ? rest : 0;
       const foreign = fresh ? foreignWaiting(st) : 0;
       // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
       // an assumed prompt) plus a floor, the step that gives it its first token
       const ahead = queuedTokens(st, now) + foreign * foreignTok + (st.pending + foreign) * floorTok;
+      const uncached = rest > 0 ? rest : 0;
       let cost = ahead + uncached + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
@@ -89,20 +128,35 @@ export class CandidateTable {
       if (occupied > st.capacity) waitMs = ((occupied - st.capacity) * (st.decodeMs > 0 ? st.decodeMs : t.decodeMs)) / st.capacity;
       if (adapter !== null) waitMs += adapterWaitMs(st, adapter, now, t);
       if (waitMs > 0) cost += waitMs * tokensPerMs(st, t);
-      const c = rows[i];
-      c.st = st;
-      c.fresh = fresh;
-      c.waiting = waiting;
-      c.running = running;
-      c.kv = kv;
-      c.saturated = saturated;
-      c.matched = matched;
-      c.uncached = uncached;
-      c.ahead = ahead;
-      c.cost = cost;
-      cands[i] = c;
-      if (!saturated) allSaturated = false;
+      const saturated = isSaturated(waiting, fresh, kv, qd, kvT);
+      rowSt[i] = st;
+      freshCol[i] = fresh ? 1 : 0;
+      saturatedCol[i] = saturated ? 1 : 0;
+      waitingCol[i] = waiting;
+      runningCol[i] = running;
+      inFlightCol[i] = st.inFlight;
+      kvCol[i] = kv;
+      matchedCol[i] = matched;
+      uncachedCol[i] = uncached;
+      aheadCol[i] = ahead;
+      costCol[i] = cost;
+      if (saturated) continue;
+      allSaturated = false;
+      if (fresh) {
+        freshKvFree += 1 - kv;
+        freshCount++;
+      }
+      if (running < minRunning) minRunning = running;
+      if (st.inFlight < minInFlight) minInFlight = st.inFlight;
+      if (cost < minCost) minCost = cost;
+      if (ahead < minAhead) minAhead = ahead;
     }
+    this.minAhead = minAhead;
+    this.minRunning = minRunning;
+    this.minInFlight = minInFlight;
+    this.minCost = minCost;
+    this.freshKvFree = freshKvFree;
+    this.freshCount = freshCount;
     return allSaturated;
   }
 }

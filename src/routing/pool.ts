@@ -149,7 +149,7 @@ export class PoolRouter implements TicketOwner {
     const capChanged = cfg.prefix.capacity_blocks_per_endpoint !== this.cfg.prefix.capacity_blocks_per_endpoint;
     const cut = cfg.prefix.block_chars !== this.cfg.prefix.block_chars;
     this.cfg = cfg;
-    this.policyCtx.weights = cfg.scoring;
+    this.policyCtx.setWeights(cfg.scoring);
     if (cut) this.idx = this.newIndex(cfg); // old hashes mean nothing now (and the stride may change)
     if (capChanged || cut) for (const st of this.states) this.applyCapacity(st);
     this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
@@ -236,15 +236,15 @@ export class PoolRouter implements TicketOwner {
     ctx.scored = false;
     if (allSaturated) {
       const explain = filtered ? explainPick(policy, this.name, table, filtered, null) : undefined;
-      return { kind: 'saturated', retryAfterS: retryAfterS(table.cands, cfg.saturation), explain };
+      return { kind: 'saturated', retryAfterS: retryAfterS(table, cfg.saturation), explain };
     }
     ctx.dryRun = opts.dryRun === true;
     const chosen = POLICY_BY_NAME[policy].choose(table, ctx);
+    const st = table.st[chosen];
     const explain = filtered ? explainPick(policy, this.name, table, filtered, ctx) : undefined;
-    if (explain) explain.winner = chosen.st.name;
+    if (explain) explain.winner = st.name;
 
-    const st = chosen.st;
-    const ticket = new PoolTicket(st.name, this.name, st, chosen.uncached, st.epoch, now, opts.dryRun ? null : this);
+    const ticket = new PoolTicket(st.name, this.name, st, table.uncached[chosen], st.epoch, now, opts.dryRun ? null : this);
     if (table.adapter !== null) ticket.adapter = table.adapter;
     if (opts.dryRun) {
       ticket.phase = ENDED;

@@ -3,7 +3,7 @@
  * fresh KV-cache use reaches kv_cache (0 turns either test off). With every candidate saturated the pick
  * answers "saturated" with a Retry-After.
  */
-import type { Candidate } from './candidates.js';
+import type { CandidateTable } from './candidates.js';
 import type { SaturationOptions } from './options.js';
 
 export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDepth: number, kvCache: number): boolean {
@@ -11,17 +11,18 @@ export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDe
 }
 
 /** Seconds until the least-saturated endpoint has likely drained below the thresholds (1..60). */
-export function retryAfterS(cands: readonly Candidate[], sat: SaturationOptions): number {
+export function retryAfterS(t: CandidateTable, sat: SaturationOptions): number {
   const ra = sat.retry_after;
   if (ra !== 'auto') return Math.max(1, Math.ceil(ra / 1000));
   const qd = sat.queue_depth;
   let best = Infinity;
-  for (const c of cands) {
-    const excess = qd > 0 ? Math.max(0, c.waiting - qd + 1) : 0;
+  for (let i = 0; i < t.n; i++) {
+    const excess = qd > 0 ? Math.max(0, t.waiting[i] - qd + 1) : 0;
     // no drain measurement yet: assume one request per second
-    const rate = c.st.drainRate > 0 ? c.st.drainRate : 1;
-    const t = excess > 0 ? excess / rate : 1; // kv-saturated only: a second, then look again
-    if (t < best) best = t;
+    const drainRate = t.st[i].drainRate;
+    const rate = drainRate > 0 ? drainRate : 1;
+    const s = excess > 0 ? excess / rate : 1; // kv-saturated only: a second, then look again
+    if (s < best) best = s;
   }
   if (!Number.isFinite(best)) best = 1;
   return Math.max(1, Math.min(60, Math.ceil(best)));

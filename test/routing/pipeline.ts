@@ -1,12 +1,12 @@
 // The pick pipeline's pure pieces one by one: filters, each scorer over a hand-made candidate table, the
 // registry, saturation and Retry-After.
 import t from 'tap';
-import { Candidate, CandidateTable } from '../../src/routing/candidates.js';
+import { CandidateTable } from '../../src/routing/candidates.js';
 import { EndpointState } from '../../src/routing/endpoint-state.js';
 import { AdapterCatalog, servingAdapter, usable, type Filtered } from '../../src/routing/filters.js';
 import { isSaturated, retryAfterS } from '../../src/routing/saturation.js';
 import { DEFAULT_WEIGHTS, SCORERS, SCORER_NAMES, type Scorer } from '../../src/routing/scorers/index.js';
-import { DEFAULT_TUNING, type EndpointSignals } from '../../src/routing/index.js';
+import { DEFAULT_POOL_OPTIONS, DEFAULT_TUNING, type EndpointSignals } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
   waiting: 0, running: 0, kvUsage: 0, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
@@ -16,22 +16,40 @@ function endpoint(id: number, o: Partial<EndpointState> = {}): EndpointState {
   return Object.assign(new EndpointState(id, `e${id}:1`), o);
 }
 
-/** A table of candidates with the given figures (the rest zero, fresh, unsaturated). */
-function table(rows: Array<Partial<Candidate> & { st?: EndpointState }>, o: { totalBlocks?: number; adapter?: string | null } = {}): CandidateTable {
+type Row = Partial<{ st: EndpointState; fresh: boolean; saturated: boolean; waiting: number; running: number; inFlight: number; kv: number; matched: number; ahead: number; cost: number }>;
+
+/**
+ * A table with the given rows (the rest zero, fresh, unsaturated) and its aggregates as build() promises
+ * them: minima over the unsaturated rows, the free KV share summed over the unsaturated fresh ones.
+ */
+function table(rows: Row[], o: { totalBlocks?: number; adapter?: string | null } = {}): CandidateTable {
   const t = new CandidateTable(DEFAULT_TUNING);
+  t.n = rows.length;
+  const live: Row[] = [];
   rows.forEach((r, i) => {
-    const c = new Candidate(r.st ?? endpoint(i));
-    Object.assign(c, { fresh: true, ...r });
-    t.cands.push(c);
+    const row = { fresh: true, saturated: false, waiting: 0, running: 0, inFlight: 0, kv: 0, matched: 0, ahead: 0, cost: 0, ...r };
+    t.st[i] = r.st ?? endpoint(i);
+    t.fresh[i] = row.fresh ? 1 : 0;
+    t.saturated[i] = row.saturated ? 1 : 0;
+    for (const k of ['waiting', 'running', 'inFlight', 'kv', 'matched', 'ahead', 'cost'] as const) t[k][i] = row[k];
+    if (!row.saturated) live.push(row);
   });
+  t.minAhead = Math.min(...live.map((r) => r.ahead ?? 0));
+  t.minRunning = Math.min(...live.map((r) => r.running ?? 0));
+  t.minInFlight = Math.min(...live.map((r) => r.inFlight ?? 0));
+  t.minCost = Math.min(...live.map((r) => r.cost ?? 0));
+  const fresh = live.filter((r) => r.fresh !== false);
+  t.freshKvFree = fresh.reduce((a, r) => a + (1 - (r.kv ?? 0)), 0);
+  t.freshCount = fresh.length;
   t.totalBlocks = o.totalBlocks ?? 0;
   t.adapter = o.adapter ?? null;
   return t;
 }
 
+/** A scorer's own values: what it adds with weight 1 to a zeroed sum. */
 function scores(s: Scorer, t: CandidateTable): number[] {
-  const out = new Float64Array(t.cands.length).fill(-1);
-  s.score(t, out);
+  const out = new Float64Array(t.n);
+  s.score(t, 1, out);
   return [...out];
 }
 
@@ -81,10 +99,11 @@ t.test('prefix: matched share of the blocks; applies only with blocks', async (t
 
 t.test('queue, running, load: relative to the best unsaturated candidate', async (t) => {
   const c0 = DEFAULT_TUNING.idleCostTokens;
-  const tb = table([{ ahead: 0, running: 3 }, { ahead: 64, running: 1 }, { ahead: 0, running: 0, saturated: true }]);
-  tb.cands[0].st.inFlight = 1;
-  tb.cands[1].st.inFlight = 3;
-  tb.cands[2].st.inFlight = 0;
+  const tb = table([
+    { ahead: 0, running: 3, inFlight: 1 },
+    { ahead: 64, running: 1, inFlight: 3 },
+    { ahead: 0, running: 0, inFlight: 0, saturated: true },
+  ]);
   const q = scores(byName('queue'), tb);
   t.strictSame(q.slice(0, 2), [1, c0 / (64 + c0)]);
   t.strictSame(scores(byName('running'), tb).slice(0, 2), [2 / 4, 1], 'the saturated one (0 running) does not set the minimum');
@@ -124,14 +143,14 @@ t.test('every scorer stays in [0, 1] on random tables', async (t) => {
   for (let n = 0; n < 200; n++) {
     const rows = Array.from({ length: 1 + Math.floor(rnd() * 8) }, (_, i) => {
       const fresh = rnd() < 0.7;
-      const st = endpoint(i, { inFlight: Math.floor(rnd() * 20), sig: sig({ loraRunning: rnd() < 0.5 ? ['x'] : [], maxLoras: 1 }) });
-      return { st, fresh, kv: fresh ? rnd() : NaN, ahead: rnd() * 1e5, running: Math.floor(rnd() * 50), matched: Math.floor(rnd() * 10), saturated: i > 0 && rnd() < 0.3 };
+      const st = endpoint(i, { sig: sig({ loraRunning: rnd() < 0.5 ? ['x'] : [], maxLoras: 1 }) });
+      return { st, fresh, kv: fresh ? rnd() : NaN, ahead: rnd() * 1e5, running: Math.floor(rnd() * 50), inFlight: Math.floor(rnd() * 20), matched: Math.floor(rnd() * 10), saturated: i > 0 && rnd() < 0.3 };
     });
     const tb = table(rows, { totalBlocks: 10, adapter: rnd() < 0.5 ? 'x' : null });
     for (const sc of SCORERS) {
       if (sc.appliesTo !== null && !sc.appliesTo(tb)) continue;
       scores(sc, tb).forEach((v, i) => {
-        if (!tb.cands[i].saturated && !(v >= 0 && v <= 1)) bad++;
+        if (tb.saturated[i] === 0 && !(v >= 0 && v <= 1)) bad++;
       });
     }
   }
@@ -144,14 +163,40 @@ t.test('saturation: either threshold, 0 turns it off; Retry-After fixed or from 
   t.ok(isSaturated(0, true, 0.8, 5, 0.8));
   t.notOk(isSaturated(0, false, 0.9, 5, 0.8), 'stale KV use is not read');
   t.notOk(isSaturated(99, true, 1, 0, 0), 'both off');
-  const tb = table([{ waiting: 9 }, { waiting: 7 }]);
-  tb.cands[0].st.drainRate = 4; // (9 − 5 + 1) / 4 → 2 s
-  tb.cands[1].st.drainRate = 0; // (7 − 5 + 1) / 1 (assumed) → 3 s
-  t.equal(retryAfterS(tb.cands, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 2);
-  t.equal(retryAfterS(tb.cands, { queue_depth: 5, kv_cache: 0.8, retry_after: 7000 }), 7);
-  t.equal(retryAfterS(tb.cands, { queue_depth: 5, kv_cache: 0.8, retry_after: 10 }), 1, 'at least a second');
-  tb.cands[0].waiting = 500;
-  tb.cands[1].waiting = 500;
-  t.equal(retryAfterS(tb.cands, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 60, 'at most a minute');
-  t.equal(retryAfterS(table([{ kv: 0.9 }]).cands, { queue_depth: 0, kv_cache: 0.8, retry_after: 'auto' }), 1, 'KV only: look again in a second');
+  const tb = table([{ waiting: 9, st: endpoint(0, { drainRate: 4 }) }, { waiting: 7 }]);
+  // (9 − 5 + 1) / 4 → 2 s; (7 − 5 + 1) / 1 (no rate measured: 1/s assumed) → 3 s
+  t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 2);
+  t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 7000 }), 7);
+  t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 10 }), 1, 'at least a second');
+  tb.waiting[0] = 500;
+  tb.waiting[1] = 500;
+  t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 60, 'at most a minute');
+  t.equal(retryAfterS(table([{ kv: 0.9 }]), { queue_depth: 0, kv_cache: 0.8, retry_after: 'auto' }), 1, 'KV only: look again in a second');
+});
+
+t.test('the candidate table: figures per row, aggregates over the unsaturated rows only', async (t) => {
+  const opts = { ...DEFAULT_POOL_OPTIONS, saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' as const } };
+  const now = 10_000;
+  const a = endpoint(0, { sig: sig({ waiting: 1, running: 4, kvUsage: 0.5 }), sigAt: now, inFlight: 2 });
+  const b = endpoint(1, { sig: sig({ waiting: 9, running: 0, kvUsage: 0.1 }), sigAt: now, inFlight: 0 }); // saturated (queue)
+  const c = endpoint(2, { sig: sig({ running: 7, kvUsage: 0.3 }), sigAt: now - 5_000, inFlight: 1, decoding: 1 }); // stale
+  const match = new Int32Array([3, 8, 0]);
+  const tb = new CandidateTable(DEFAULT_TUNING);
+  t.equal(tb.build([a, b, c], match, opts, 1000, 4, now), false);
+  t.equal(tb.n, 3);
+  t.strictSame([...tb.fresh.slice(0, 3)], [1, 1, 0]);
+  t.strictSame([...tb.saturated.slice(0, 3)], [0, 1, 0]);
+  t.strictSame([...tb.running.slice(0, 3)], [4, 0, 1], 'stale: our own decoding count');
+  t.strictSame([...tb.uncached.slice(0, 3)], [1000 - (3 * 64) / 4, 1000 - (8 * 64) / 4, 1000]);
+  t.ok(Number.isNaN(tb.kv[2]), 'stale KV use is unknown');
+  t.equal(tb.minRunning, 1, 'the saturated row (0 running) does not count');
+  t.equal(tb.minInFlight, 1);
+  t.equal(tb.freshCount, 1);
+  t.equal(tb.freshKvFree, 0.5);
+  t.equal(tb.minCost, Math.min(tb.cost[0], tb.cost[2]));
+  b.sig = sig({ waiting: 9 });
+  a.sig = sig({ waiting: 9 });
+  c.sigAt = now;
+  c.sig = sig({ waiting: 6 });
+  t.equal(tb.build([a, b, c], match, opts, 1000, 4, now), true, 'every row saturated');
 });

@@ -11,15 +11,16 @@ export const leastRequest: Policy<'least_request'> = {
     ties.length = 0;
     let bestF = Infinity;
     let bestM = Infinity;
-    for (const c of t.cands) {
-      const f = c.st.inFlight;
-      const m = c.fresh ? c.st.sig!.waiting + c.st.sig!.running : 0;
+    for (let i = 0; i < t.n; i++) {
+      const f = t.inFlight[i];
+      const sig = t.st[i].sig;
+      const m = t.fresh[i] === 1 ? sig!.waiting + sig!.running : 0;
       if (f < bestF || (f === bestF && m < bestM)) {
         ties.length = 0;
-        ties.push(c);
+        ties.push(i);
         bestF = f;
         bestM = m;
-      } else if (f === bestF && m === bestM) ties.push(c);
+      } else if (f === bestF && m === bestM) ties.push(i);
     }
     return ctx.pickTie();
   },

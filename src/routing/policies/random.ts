@@ -4,7 +4,6 @@ import type { Policy } from './policy.js';
 export const randomPolicy: Policy<'random'> = {
   name: 'random',
   choose(t, ctx) {
-    const cands = t.cands;
-    return cands[Math.min(cands.length - 1, Math.floor(ctx.random() * cands.length))];
+    return Math.min(t.n - 1, Math.floor(ctx.random() * t.n));
   },
 };

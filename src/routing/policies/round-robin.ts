@@ -4,8 +4,7 @@ import type { Policy } from './policy.js';
 export const roundRobin: Policy<'round_robin'> = {
   name: 'round_robin',
   choose(t, ctx) {
-    const cands = t.cands;
-    const chosen = cands[ctx.rr % cands.length];
+    const chosen = ctx.rr % t.n;
     if (!ctx.dryRun) ctx.rr = (ctx.rr + 1) % 1_000_000_007;
     return chosen;
   },

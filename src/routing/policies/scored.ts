@@ -13,46 +13,49 @@ import type { Policy } from './policy.js';
 export const scored: Policy<'scored'> = {
   name: 'scored',
   choose(t, ctx) {
-    const cands = t.cands;
-    const n = cands.length;
+    const n = t.n;
     ctx.reserve(n);
-    const { applied, appliedWeight, scores, weighted, loadFactor, total } = ctx;
-    // the scorers, column by column; the sum of the weights in SCORERS order
+    const { applied, appliedWeight, sum } = ctx;
+    // Σ wᵢsᵢ per row, scorer by scorer in SCORERS order: the same left-to-right sum as one expression (a
+    // scorer that does not apply adds exactly 0: skipped)
+    sum.fill(0, 0, n);
     let wSum = 0;
     for (let k = 0; k < SCORERS.length; k++) {
       const s = SCORERS[k];
       const on = s.appliesTo === null || s.appliesTo(t);
-      const w = on ? ctx.weights[s.name] : 0;
+      const w = on ? ctx.weights[k] : 0;
       applied[k] = on ? 1 : 0;
       appliedWeight[k] = w;
       wSum += w;
-      if (on) s.score(t, scores[k]);
+      if (on) s.score(t, w, sum);
     }
-    let minCost = Infinity;
-    for (const c of cands) if (!c.saturated && c.cost < minCost) minCost = c.cost;
+    ctx.wSum = wSum;
+    const { saturated, cost } = t;
     const c0 = t.tuning.idleCostTokens;
+    const least = t.minCost + c0;
     let best = -Infinity;
     const ties = ctx.ties;
     ties.length = 0;
     for (let i = 0; i < n; i++) {
-      const c = cands[i];
-      if (c.saturated) continue;
-      // Σ wᵢsᵢ left to right in SCORERS order (a scorer that does not apply adds exactly 0: skipped)
-      let sum = 0;
-      for (let k = 0; k < applied.length; k++) if (applied[k] === 1) sum += appliedWeight[k] * scores[k][i];
-      const wt = wSum > 0 ? sum / wSum : 1;
-      const lf = (minCost + c0) / (c.cost + c0);
-      const tot = wt * lf;
-      weighted[i] = wt;
-      loadFactor[i] = lf;
-      total[i] = tot;
-      if (tot > best + 1e-12) {
-        best = tot;
+      if (saturated[i] === 1) continue;
+      const total = weightedMean(sum[i], wSum) * loadFactor(least, cost[i], c0);
+      if (total > best + 1e-12) {
+        best = total;
         ties.length = 0;
-        ties.push(c);
-      } else if (tot >= best - 1e-12) ties.push(c);
+        ties.push(i);
+      } else if (total >= best - 1e-12) ties.push(i);
     }
     ctx.scored = true;
     return ctx.pickTie();
   },
 };
+
+/** Σ wᵢsᵢ / Σ wᵢ (1 when every weight is 0). */
+export function weightedMean(sum: number, wSum: number): number {
+  return wSum > 0 ? sum / wSum : 1;
+}
+
+/** (least cost + c0) / (cost + c0), given least = the least cost + c0. */
+export function loadFactor(least: number, cost: number, c0: number): number {
+  return least / (cost + c0);
+}

@@ -7,23 +7,12 @@ import type { Scorer } from './scorer.js';
 export const kvCacheScorer: Scorer<'kv_cache'> = {
   name: 'kv_cache',
   defaultWeight: 2,
-  appliesTo: (t) => {
-    for (const c of t.cands) if (!c.saturated && c.fresh) return true;
-    return false;
-  },
-  score(t, out) {
-    const cands = t.cands;
-    let sum = 0;
-    let n = 0;
-    for (const c of cands) {
-      if (c.saturated || !c.fresh) continue;
-      sum += 1 - c.kv;
-      n++;
-    }
-    const neutral = n > 0 ? sum / n : 0.5;
-    for (let i = 0; i < cands.length; i++) {
-      const c = cands[i];
-      out[i] = c.fresh ? Math.max(0, Math.min(1, 1 - c.kv)) : neutral;
-    }
+  appliesTo: (t) => t.freshCount > 0,
+  score(t, w, sum) {
+    const n = t.n;
+    const neutral = t.freshCount > 0 ? t.freshKvFree / t.freshCount : 0.5;
+    const fresh = t.fresh;
+    const kv = t.kv;
+    for (let i = 0; i < n; i++) sum[i] += w * (fresh[i] === 1 ? Math.max(0, Math.min(1, 1 - kv[i])) : neutral);
   },
 };

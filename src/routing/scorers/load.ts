@@ -5,10 +5,10 @@ export const loadScorer: Scorer<'load'> = {
   name: 'load',
   defaultWeight: 2,
   appliesTo: null,
-  score(t, out) {
-    const cands = t.cands;
-    let min = Infinity;
-    for (const c of cands) if (!c.saturated && c.st.inFlight < min) min = c.st.inFlight;
-    for (let i = 0; i < cands.length; i++) out[i] = (min + 1) / (cands[i].st.inFlight + 1);
+  score(t, w, sum) {
+    const n = t.n;
+    const best = t.minInFlight + 1;
+    const inFlight = t.inFlight;
+    for (let i = 0; i < n; i++) sum[i] += w * (best / (inFlight[i] + 1));
   },
 };

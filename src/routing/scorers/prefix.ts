@@ -5,9 +5,10 @@ export const prefixScorer: Scorer<'prefix'> = {
   name: 'prefix',
   defaultWeight: 3,
   appliesTo: (t) => t.totalBlocks > 0,
-  score(t, out) {
+  score(t, w, sum) {
+    const n = t.n;
     const total = t.totalBlocks;
-    const cands = t.cands;
-    for (let i = 0; i < cands.length; i++) out[i] = total > 0 ? cands[i].matched / total : 0;
+    const matched = t.matched;
+    for (let i = 0; i < n; i++) sum[i] += w * (total > 0 ? matched[i] / total : 0);
   },
 };

@@ -8,11 +8,11 @@ export const queueScorer: Scorer<'queue'> = {
   name: 'queue',
   defaultWeight: 2,
   appliesTo: null,
-  score(t, out) {
-    const cands = t.cands;
+  score(t, w, sum) {
+    const n = t.n;
     const c0 = t.tuning.idleCostTokens;
-    let min = Infinity;
-    for (const c of cands) if (!c.saturated && c.ahead < min) min = c.ahead;
-    for (let i = 0; i < cands.length; i++) out[i] = (min + c0) / (cands[i].ahead + c0);
+    const best = t.minAhead + c0;
+    const ahead = t.ahead;
+    for (let i = 0; i < n; i++) sum[i] += w * (best / (ahead[i] + c0));
   },
 };

@@ -5,10 +5,10 @@ export const runningScorer: Scorer<'running'> = {
   name: 'running',
   defaultWeight: 1,
   appliesTo: null,
-  score(t, out) {
-    const cands = t.cands;
-    let min = Infinity;
-    for (const c of cands) if (!c.saturated && c.running < min) min = c.running;
-    for (let i = 0; i < cands.length; i++) out[i] = (min + 1) / (cands[i].running + 1);
+  score(t, w, sum) {
+    const n = t.n;
+    const best = t.minRunning + 1;
+    const running = t.running;
+    for (let i = 0; i < n; i++) sum[i] += w * (best / (running[i] + 1));
   },
 };

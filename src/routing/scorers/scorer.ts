@@ -1,6 +1,6 @@
 /**
- * What a scorer is: a named, weighted judgement of each candidate in [0, 1] (higher is better), written
- * column-wise for a whole pick's candidate table, so that a pick makes one call per scorer, not one per
+ * What a scorer is: a named, weighted judgement of each candidate in [0, 1] (higher is better), applied
+ * column-wise to a whole pick's candidate table, so that a pick makes one call per scorer, not one per
  * candidate, and the loop inside stays monomorphic.
  */
 import type { CandidateTable } from '../candidates.js';
@@ -15,6 +15,10 @@ export interface Scorer<N extends string = string> {
    * explain lists the scorer only when it counted (applied with a weight above 0).
    */
   readonly appliesTo: ((t: CandidateTable) => boolean) | null;
-  /** out[i] = the score of t.cands[i], for every unsaturated candidate (saturated ones are not read) */
-  score(t: CandidateTable, out: Float64Array): void;
+  /**
+   * For every row i < t.n: sum[i] += w × the row's score. The scored policy builds its weighted sum this
+   * way, one pass per scorer; explain reads a scorer's own values with w = 1 into a zeroed column. Rows
+   * that are saturated are not read afterwards.
+   */
+  score(t: CandidateTable, w: number, sum: Float64Array): void;
 }
