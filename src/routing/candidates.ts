@@ -23,18 +23,12 @@ export class CandidateTable {
   fresh = new Uint8Array(64);
   /** 1: the row is saturated (see saturation.ts) */
   saturated = new Uint8Array(64);
-  /** waiting requests, estimated */
-  waiting = new Float64Array(64);
   /** running sequences, estimated */
   running = new Float64Array(64);
-  /** our requests in flight there */
-  inFlight = new Float64Array(64);
   /** KV-cache use 0..1; NaN when the signals are stale */
   kv = new Float64Array(64);
   /** prefix blocks the endpoint likely holds */
   matched = new Float64Array(64);
-  /** prompt tokens it would have to prefill */
-  uncached = new Float64Array(64);
   /** prefill work queued ahead of this request, in prompt tokens */
   ahead = new Float64Array(64);
   /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
@@ -52,7 +46,22 @@ export class CandidateTable {
   freshKvFree = 0;
   freshCount = 0;
 
+  // the pick's prompt, for uncachedAt
+  private promptTokens = 0;
+  private charsPerToken = 1;
+  private blockChars = 1;
+
   constructor(readonly tuning: Tuning) {}
+
+  /** Prompt tokens row i would have to prefill (the rest is in its KV cache). */
+  uncachedAt(i: number): number {
+    return uncachedTokens(this.promptTokens, this.matched[i], this.blockChars, this.charsPerToken);
+  }
+
+  /** Waiting requests on row i's endpoint, estimated. */
+  waitingAt(i: number): number {
+    return waitingEstimate(this.st[i], this.fresh[i] === 1);
+  }
 
   /** Room for n rows (the columns grow by doubling and are reused from pick to pick). */
   reserve(n: number): void {
@@ -61,12 +70,9 @@ export class CandidateTable {
     while (size < n) size *= 2;
     this.fresh = new Uint8Array(size);
     this.saturated = new Uint8Array(size);
-    this.waiting = new Float64Array(size);
     this.running = new Float64Array(size);
-    this.inFlight = new Float64Array(size);
     this.kv = new Float64Array(size);
     this.matched = new Float64Array(size);
-    this.uncached = new Float64Array(size);
     this.ahead = new Float64Array(size);
     this.cost = new Float64Array(size);
   }
@@ -97,8 +103,11 @@ export class CandidateTable {
     this.n = n;
     const rowSt = this.st;
     rowSt.length = n;
-    const { fresh: freshCol, saturated: saturatedCol, waiting: waitingCol, running: runningCol, inFlight: inFlightCol } = this;
-    const { kv: kvCol, matched: matchedCol, uncached: uncachedCol, ahead: aheadCol, cost: costCol } = this;
+    // the columns, read once (every store below is to a local typed array, not through `this`)
+    const { fresh: freshCol, saturated: saturatedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, cost: costCol } = this;
+    this.promptTokens = promptTokens;
+    this.charsPerToken = charsPerToken;
+    this.blockChars = bc;
     let allSaturated = true;
     let minAhead = Infinity;
     let minRunning = Infinity;
@@ -114,13 +123,11 @@ export class CandidateTable {
       const running = fresh ? Math.max(sig!.running, st.decoding) : st.decoding;
       const kv = fresh ? sig!.kvUsage : NaN;
       const matched = match[st.id];
-      const rest = promptTokens - (matched * bc) / charsPerToken;
       const foreign = fresh ? foreignWaiting(st) : 0;
       // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
       // an assumed prompt) plus a floor, the step that gives it its first token
       const ahead = queuedTokens(st, now) + foreign * foreignTok + (st.pending + foreign) * floorTok;
-      const uncached = rest > 0 ? rest : 0;
-      let cost = ahead + uncached + floorTok + running * runTok;
+      let cost = ahead + uncachedTokens(promptTokens, matched, bc, charsPerToken) + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
       const occupied = running + waiting + 1;
@@ -132,12 +139,9 @@ export class CandidateTable {
       rowSt[i] = st;
       freshCol[i] = fresh ? 1 : 0;
       saturatedCol[i] = saturated ? 1 : 0;
-      waitingCol[i] = waiting;
       runningCol[i] = running;
-      inFlightCol[i] = st.inFlight;
       kvCol[i] = kv;
       matchedCol[i] = matched;
-      uncachedCol[i] = uncached;
       aheadCol[i] = ahead;
       costCol[i] = cost;
       if (saturated) continue;
@@ -159,6 +163,12 @@ export class CandidateTable {
     this.freshCount = freshCount;
     return allSaturated;
   }
+}
+
+/** Prompt tokens not covered by `matched` cached blocks (never below 0). */
+function uncachedTokens(promptTokens: number, matched: number, blockChars: number, charsPerToken: number): number {
+  const rest = promptTokens - (matched * blockChars) / charsPerToken;
+  return rest > 0 ? rest : 0;
 }
 
 /** Signals recent enough to use. */

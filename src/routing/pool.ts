@@ -244,7 +244,7 @@ export class PoolRouter implements TicketOwner {
     const explain = filtered ? explainPick(policy, this.name, table, filtered, ctx) : undefined;
     if (explain) explain.winner = st.name;
 
-    const ticket = new PoolTicket(st.name, this.name, st, table.uncached[chosen], st.epoch, now, opts.dryRun ? null : this);
+    const ticket = new PoolTicket(st.name, this.name, st, table.uncachedAt(chosen), st.epoch, now, opts.dryRun ? null : this);
     if (table.adapter !== null) ticket.adapter = table.adapter;
     if (opts.dryRun) {
       ticket.phase = ENDED;

@@ -17,7 +17,7 @@ export function retryAfterS(t: CandidateTable, sat: SaturationOptions): number {
   const qd = sat.queue_depth;
   let best = Infinity;
   for (let i = 0; i < t.n; i++) {
-    const excess = qd > 0 ? Math.max(0, t.waiting[i] - qd + 1) : 0;
+    const excess = qd > 0 ? Math.max(0, t.waitingAt(i) - qd + 1) : 0;
     // no drain measurement yet: assume one request per second
     const drainRate = t.st[i].drainRate;
     const rate = drainRate > 0 ? drainRate : 1;

@@ -19,27 +19,31 @@ function endpoint(id: number, o: Partial<EndpointState> = {}): EndpointState {
 type Row = Partial<{ st: EndpointState; fresh: boolean; saturated: boolean; waiting: number; running: number; inFlight: number; kv: number; matched: number; ahead: number; cost: number }>;
 
 /**
- * A table with the given rows (the rest zero, fresh, unsaturated) and its aggregates as build() promises
- * them: minima over the unsaturated rows, the free KV share summed over the unsaturated fresh ones.
+ * A table with the given rows (the rest zero, fresh, unsaturated; `waiting` and `inFlight` set on the row's
+ * endpoint) and its aggregates as build() promises them: minima over the unsaturated rows, the free KV share
+ * summed over the unsaturated fresh ones.
  */
 function table(rows: Row[], o: { totalBlocks?: number; adapter?: string | null } = {}): CandidateTable {
   const t = new CandidateTable(DEFAULT_TUNING);
   t.n = rows.length;
-  const live: Row[] = [];
+  const live: Required<Row>[] = [];
   rows.forEach((r, i) => {
-    const row = { fresh: true, saturated: false, waiting: 0, running: 0, inFlight: 0, kv: 0, matched: 0, ahead: 0, cost: 0, ...r };
-    t.st[i] = r.st ?? endpoint(i);
+    const st = r.st ?? endpoint(i);
+    const row = { fresh: true, saturated: false, waiting: 0, running: 0, inFlight: 0, kv: 0, matched: 0, ahead: 0, cost: 0, ...r, st };
+    st.inFlight = row.inFlight;
+    if (r.waiting !== undefined) st.sig = sig({ ...st.sig, waiting: r.waiting });
+    t.st[i] = st;
     t.fresh[i] = row.fresh ? 1 : 0;
     t.saturated[i] = row.saturated ? 1 : 0;
-    for (const k of ['waiting', 'running', 'inFlight', 'kv', 'matched', 'ahead', 'cost'] as const) t[k][i] = row[k];
+    for (const k of ['running', 'kv', 'matched', 'ahead', 'cost'] as const) t[k][i] = row[k];
     if (!row.saturated) live.push(row);
   });
-  t.minAhead = Math.min(...live.map((r) => r.ahead ?? 0));
-  t.minRunning = Math.min(...live.map((r) => r.running ?? 0));
-  t.minInFlight = Math.min(...live.map((r) => r.inFlight ?? 0));
-  t.minCost = Math.min(...live.map((r) => r.cost ?? 0));
-  const fresh = live.filter((r) => r.fresh !== false);
-  t.freshKvFree = fresh.reduce((a, r) => a + (1 - (r.kv ?? 0)), 0);
+  t.minAhead = Math.min(...live.map((r) => r.ahead));
+  t.minRunning = Math.min(...live.map((r) => r.running));
+  t.minInFlight = Math.min(...live.map((r) => r.inFlight));
+  t.minCost = Math.min(...live.map((r) => r.cost));
+  const fresh = live.filter((r) => r.fresh);
+  t.freshKvFree = fresh.reduce((a, r) => a + (1 - r.kv), 0);
   t.freshCount = fresh.length;
   t.totalBlocks = o.totalBlocks ?? 0;
   t.adapter = o.adapter ?? null;
@@ -168,8 +172,8 @@ t.test('saturation: either threshold, 0 turns it off; Retry-After fixed or from 
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 2);
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 7000 }), 7);
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 10 }), 1, 'at least a second');
-  tb.waiting[0] = 500;
-  tb.waiting[1] = 500;
+  tb.st[0].sig = sig({ waiting: 500 });
+  tb.st[1].sig = sig({ waiting: 500 });
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 60, 'at most a minute');
   t.equal(retryAfterS(table([{ kv: 0.9 }]), { queue_depth: 0, kv_cache: 0.8, retry_after: 'auto' }), 1, 'KV only: look again in a second');
 });
@@ -187,7 +191,8 @@ t.test('the candidate table: figures per row, aggregates over the unsaturated ro
   t.strictSame([...tb.fresh.slice(0, 3)], [1, 1, 0]);
   t.strictSame([...tb.saturated.slice(0, 3)], [0, 1, 0]);
   t.strictSame([...tb.running.slice(0, 3)], [4, 0, 1], 'stale: our own decoding count');
-  t.strictSame([...tb.uncached.slice(0, 3)], [1000 - (3 * 64) / 4, 1000 - (8 * 64) / 4, 1000]);
+  t.strictSame([0, 1, 2].map((i) => tb.uncachedAt(i)), [1000 - (3 * 64) / 4, 1000 - (8 * 64) / 4, 1000]);
+  t.strictSame([0, 1, 2].map((i) => tb.waitingAt(i)), [1, 9, 0], 'stale: our pending requests less the head one');
   t.ok(Number.isNaN(tb.kv[2]), 'stale KV use is unknown');
   t.equal(tb.minRunning, 1, 'the saturated row (0 running) does not count');
   t.equal(tb.minInFlight, 1);

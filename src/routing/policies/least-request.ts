@@ -12,8 +12,9 @@ export const leastRequest: Policy<'least_request'> = {
     let bestF = Infinity;
     let bestM = Infinity;
     for (let i = 0; i < t.n; i++) {
-      const f = t.inFlight[i];
-      const sig = t.st[i].sig;
+      const st = t.st[i];
+      const f = st.inFlight;
+      const sig = st.sig;
       const m = t.fresh[i] === 1 ? sig!.waiting + sig!.running : 0;
       if (f < bestF || (f === bestF && m < bestM)) {
         ties.length = 0;

@@ -8,7 +8,7 @@ export const loadScorer: Scorer<'load'> = {
   score(t, w, sum) {
     const n = t.n;
     const best = t.minInFlight + 1;
-    const inFlight = t.inFlight;
-    for (let i = 0; i < n; i++) sum[i] += w * (best / (inFlight[i] + 1));
+    const st = t.st;
+    for (let i = 0; i < n; i++) sum[i] += w * (best / (st[i].inFlight + 1));
   },
 };
