@@ -13,6 +13,9 @@ export const kvCacheScorer: Scorer<'kv_cache'> = {
     const neutral = t.freshCount > 0 ? t.freshKvFree / t.freshCount : 0.5;
     const fresh = t.fresh;
     const kv = t.kv;
-    for (let i = 0; i < n; i++) sum[i] += w * (fresh[i] === 1 ? Math.max(0, Math.min(1, 1 - kv[i])) : neutral);
+    for (let i = 0; i < n; i++) {
+      const free = 1 - kv[i]; // clamped to [0, 1]; NaN stays NaN, as with Math.max/min
+      sum[i] += w * (fresh[i] === 1 ? (free > 1 ? 1 : free < 0 ? 0 : free) : neutral);
+    }
   },
 };

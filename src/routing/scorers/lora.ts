@@ -12,7 +12,8 @@ export const loraScorer: Scorer<'lora'> = {
   score(t, w, sum) {
     const n = t.n;
     const adapter = t.adapter;
-    for (let i = 0; i < n; i++) sum[i] += w * (adapter === null ? 0 : slotScore(t.st[i].sig, adapter));
+    if (adapter === null) return; // every score 0: adds nothing (and the scorer does not apply)
+    for (let i = 0; i < n; i++) sum[i] += w * slotScore(t.st[i].sig, adapter);
   },
 };
 

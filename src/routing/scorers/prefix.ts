@@ -8,7 +8,8 @@ export const prefixScorer: Scorer<'prefix'> = {
   score(t, w, sum) {
     const n = t.n;
     const total = t.totalBlocks;
+    if (total <= 0) return; // every score 0: adds nothing (and the scorer does not apply)
     const matched = t.matched;
-    for (let i = 0; i < n; i++) sum[i] += w * (total > 0 ? matched[i] / total : 0);
+    for (let i = 0; i < n; i++) sum[i] += w * (matched[i] / total);
   },
 };
