@@ -23,7 +23,7 @@ export class PolicyContext {
   /** rows tied for best (reused) */
   readonly ties: number[] = [];
   /**
-   * Set by the scored policy when it has filled the columns below for this pick (explain reads them);
+   * Set by the scored policy when it has filled wSum and sum below for this pick (explain reads them);
    * cleared before each pick.
    */
   scored = false;
