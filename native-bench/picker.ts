@@ -7,8 +7,8 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Router } from '../src/routing/index.js';
-import type { EndpointSignals } from '../src/routing/index.js';
+import { POLICY_NAMES, Router } from '../src/routing/index.js';
+import type { EndpointSignals, PolicyName } from '../src/routing/index.js';
 import { numOpt, percentileSorted, round, writeResult } from './common.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
@@ -77,7 +77,7 @@ export interface PickerResult {
 const LIVE = { deferLearn: true, dryRun: false };
 const DRY = { deferLearn: true, dryRun: true };
 
-export function measurePicker(o: { endpoints: number; blocks: number; promptChars: number; picks: number; policy: string }): PickerResult {
+export function measurePicker(o: { endpoints: number; blocks: number; promptChars: number; picks: number; policy: PolicyName }): PickerResult {
   const gc = (globalThis as { gc?: () => void }).gc;
   const fullGc = (): void => { if (gc) for (let i = 0; i < 3; i++) gc(); };
   const eps = Array.from({ length: o.endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`);
@@ -197,8 +197,13 @@ function settingsFrom(opts: Map<string, string>) {
     blocks: numOpt(opts, 'blocks', 200_000),
     promptChars: numOpt(opts, 'prompt-chars', 16384),
     picks: numOpt(opts, 'picks', 20_000),
-    policy: opts.get('policy') ?? 'scored',
+    policy: policyName(opts.get('policy') ?? 'scored'),
   };
+}
+
+function policyName(s: string): PolicyName {
+  if (!(POLICY_NAMES as readonly string[]).includes(s)) throw new Error(`--policy: one of ${POLICY_NAMES.join(', ')}, not "${s}"`);
+  return s as PolicyName;
 }
 
 /** Internal: runs in the `--expose-gc` child and prints the result as JSON on stdout. */

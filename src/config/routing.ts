@@ -2,14 +2,42 @@
  * A validated config mapped onto what the routing core and the scraper take. The routing core never sees
  * the config file's schema: this is the one place that knows both.
  */
-import type { Config } from './schema.js';
+import type { PoolOptions, RouterConfig } from '../routing/index.js';
+import type { ScraperConfig } from '../signals/scraper.js';
+import type { Config, PoolConfig } from './schema.js';
 
-/** The router's view of a config. */
-export function routerConfig(cfg: Config): Config {
-  return cfg;
+/** The router's view of a config: per pool what the picker reads, and the model routes. */
+export function routerConfig(cfg: Config): RouterConfig {
+  const pools: Record<string, PoolOptions> = {};
+  for (const [name, pc] of Object.entries(cfg.pools)) pools[name] = poolOptionsOf(pc);
+  const models = cfg.models.map((m) => ({
+    name: m.name,
+    ...(m.pool !== undefined && { pool: m.pool }),
+    ...(m.targets !== undefined && { targets: m.targets.map((t) => ({ model: t.model, weight: t.weight })) }),
+  }));
+  return { pools, models };
 }
 
-/** The scraper's view of a config. */
-export function scraperConfig(cfg: Config): Config {
-  return cfg;
+function poolOptionsOf(pc: PoolConfig): PoolOptions {
+  const out: PoolOptions = {
+    engine: pc.engine,
+    endpoints: [...pc.endpoints],
+    discovery: pc.discovery !== undefined,
+    policy: pc.policy,
+    scoring: { ...pc.scoring },
+    prefix: { ...pc.prefix },
+    saturation: { ...pc.saturation },
+    metrics: { stale_after: pc.metrics.stale_after },
+  };
+  if (pc.max_num_seqs !== undefined) out.max_num_seqs = pc.max_num_seqs;
+  return out;
+}
+
+/** The scraper's view of a config: per pool the engine, the metrics page and interval, the upstream key. */
+export function scraperConfig(cfg: Config): ScraperConfig {
+  const pools: ScraperConfig['pools'] = {};
+  for (const [name, pc] of Object.entries(cfg.pools)) {
+    pools[name] = { engine: pc.engine, metrics: { path: pc.metrics.path, interval: pc.metrics.interval }, api_key: pc.api_key };
+  }
+  return { pools };
 }

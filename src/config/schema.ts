@@ -4,7 +4,8 @@
  * shared/spec/gateway.example.yaml; unknown keys are errors, so a typo never silently means a default.
  */
 import { z } from 'zod';
-import { parseDuration, parseSize } from './units.js';
+import { parseDuration, parseSize } from '../common/units.js';
+import { POLICY_NAMES, SCORERS, type ScorerName } from '../routing/index.js';
 
 const duration = (def: string) =>
   z
@@ -104,20 +105,17 @@ const modelRoute = z.strictObject({
   sticky: z.strictObject({ header: z.string().min(1) }).optional(),
 });
 
-export const POLICIES = ['scored', 'round_robin', 'least_request', 'random'] as const;
-export type PolicyName = (typeof POLICIES)[number];
+/** One weight per scorer of the routing core's registry, with the scorer's default. */
+function scoringWeights(): Record<ScorerName, z.ZodDefault<z.ZodNumber>> {
+  const shape = {} as Record<ScorerName, z.ZodDefault<z.ZodNumber>>;
+  for (const s of SCORERS) shape[s.name] = z.number().min(0).default(s.defaultWeight);
+  return shape;
+}
 
-const scoring = z
-  .strictObject({
-    prefix: z.number().min(0).default(3),
-    queue: z.number().min(0).default(2),
-    kv_cache: z.number().min(0).default(2),
-    running: z.number().min(0).default(1),
-    lora: z.number().min(0).default(1),
-    /** The gateway's own accounting of work it has in flight on each endpoint. */
-    load: z.number().min(0).default(2),
-  })
-  .prefault({});
+const scoring = z.strictObject(scoringWeights()).prefault({});
+
+/** How often each endpoint's metrics are scraped when the config leaves it (the simulator's too). */
+export const DEFAULT_METRICS_INTERVAL = '100ms';
 
 const endpoint = z
   .string()
@@ -134,15 +132,15 @@ const pool = z.strictObject({
   metrics: z
     .strictObject({
       path: z.string().startsWith('/').default('/metrics'),
-      interval: duration('100ms'),
+      interval: duration(DEFAULT_METRICS_INTERVAL),
       stale_after: duration('1s'),
     })
     .prefault({}),
   /** The engines' batch size (vLLM --max-num-seqs), when known: the picker then counts the wait for a
    *  decode slot on a full endpoint. Engines do not export it in their metrics. */
   max_num_seqs: z.number().int().min(1).optional(),
-  policy: z.enum(POLICIES).default('scored'),
-  shadow_policy: z.enum(POLICIES).optional(),
+  policy: z.enum(POLICY_NAMES).default('scored'),
+  shadow_policy: z.enum(POLICY_NAMES).optional(),
   scoring,
   prefix: z
     .strictObject({
@@ -259,8 +257,6 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
 
 export type Config = z.output<typeof configSchema>;
 export type PoolConfig = Config['pools'][string];
-export type ScoringWeights = PoolConfig['scoring'];
-export type ModelRoute = Config['models'][number];
 
 /** The JSON Schema of the file as a user writes it (defaults shown, units as strings). */
 export function configJsonSchema(): unknown {

@@ -5,8 +5,9 @@
  * the clock the caller passes (e.g. performance.now); no I/O.
  */
 import { mulberry32 } from '../common/random.js';
+import { CHARS_PER_TOKEN } from '../openai/tokens.js';
 import { Router } from './router.js';
-import type { EndpointSignals, PickInput } from './types.js';
+import type { EndpointSignals, PickInput, Ticket } from './types.js';
 
 export interface PickBenchOptions {
   endpoints?: number;
@@ -66,7 +67,7 @@ export function benchPick(opts: PickBenchOptions): PickBenchResult {
   const fillCount = Math.ceil(indexBlocks / (blocksPerPrompt * 0.75));
   for (let i = 0; i < fillCount; i++) {
     const s = systems[i % systems.length];
-    fill.push({ model: 'm', promptText: s + text(r, promptChars - s.length), promptTokens: promptChars / 4 });
+    fill.push({ model: 'm', promptText: s + text(r, promptChars - s.length), promptTokens: promptChars / CHARS_PER_TOKEN });
   }
   let now = 0;
   for (const e of eps) router.updateSignals(e, sig(), now);
@@ -78,10 +79,10 @@ export function benchPick(opts: PickBenchOptions): PickBenchResult {
   const inputs: PickInput[] = [];
   for (let i = 0; i < 512; i++) {
     const s = systems[Math.floor(r() * systems.length)];
-    inputs.push({ model: 'm', promptText: s + text(r, promptChars - s.length), promptTokens: promptChars / 4 });
+    inputs.push({ model: 'm', promptText: s + text(r, promptChars - s.length), promptTokens: promptChars / CHARS_PER_TOKEN });
   }
   const times = new Float64Array(picks);
-  const open: Array<{ t: import('./types.js').Ticket; end: number }> = [];
+  const open: Array<{ t: Ticket; end: number }> = [];
   for (let i = 0; i < picks; i++) {
     now += 1;
     if (i % 64 === 0) for (const e of eps) router.updateSignals(e, sig(), now);

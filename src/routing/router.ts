@@ -2,8 +2,8 @@
  * The router: model names → pools (aliases with weighted, optionally sticky targets) and one PoolRouter
  * per pool. Pure: no I/O, no clock, no Math.random unless none is passed in.
  */
-import { configSchema, type Config, type PolicyName, type PoolConfig } from '../config/schema.js';
 import { hashString } from './hash.js';
+import { poolOptions, type PoolOptionsInput, type RouterConfig } from './options.js';
 import { PoolRouter, type PoolRouterOptions } from './pool.js';
 import type { EndpointSignals, Outcome, PickInput, PickOptions, PickResult, Ticket } from './types.js';
 
@@ -27,36 +27,23 @@ export class Router {
   private routes = new Map<string, Route>();
   private poolMap = new Map<string, PoolRouter>();
 
-  constructor(cfg: Config, opts: RouterOptions = {}) {
+  constructor(cfg: RouterConfig, opts: RouterOptions = {}) {
     this.opts = opts;
     this.random = opts.random ?? Math.random;
     this.reconfigure(cfg);
   }
 
   /**
-   * A router over one pool built from its config alone (simulator, benchmarks). `poolCfg` may be partial:
-   * missing keys take the schema's defaults. No model routes: call pick(name, …) directly.
+   * A router over one pool alone (simulator, benchmarks, tests). `options` may be partial: missing keys take
+   * routing's defaults (DEFAULT_POOL_OPTIONS, equal to the config file's). No model routes: call
+   * pick(name, …) directly.
    */
-  static fromPool(
-    name: string,
-    poolCfg: Partial<PoolConfig> | Record<string, unknown>,
-    endpoints: readonly string[],
-    opts: RouterOptions = {},
-  ): Router {
-    const cfg = poolConfig({ ...poolCfg, endpoints: [...endpoints] });
-    const r = new Router(
-      {
-        ...minimalConfig(),
-        models: [],
-        pools: { [name]: cfg },
-      } as unknown as Config,
-      opts,
-    );
-    return r;
+  static fromPool(name: string, options: PoolOptionsInput, endpoints: readonly string[], opts: RouterOptions = {}): Router {
+    return new Router({ models: [], pools: { [name]: poolOptions({ ...options, endpoints: [...endpoints] }) } }, opts);
   }
 
-  /** Apply a new (validated) config: pools are kept by name with their state and index; routes replaced. */
-  reconfigure(cfg: Config): void {
+  /** Apply a new config: pools are kept by name with their state and index; routes replaced. */
+  reconfigure(cfg: RouterConfig): void {
     const pools = new Map<string, PoolRouter>();
     for (const [name, pc] of Object.entries(cfg.pools)) {
       const old = this.poolMap.get(name);
@@ -124,7 +111,7 @@ export class Router {
     return this.poolMap.get(name);
   }
 
-  pick(pool: string, input: PickInput, now: number, opts?: PickOptions & { policy?: PolicyName }): PickResult {
+  pick(pool: string, input: PickInput, now: number, opts?: PickOptions): PickResult {
     const p = this.poolMap.get(pool);
     if (!p) return { kind: 'unavailable' };
     return p.pick(input, now, opts);
@@ -173,22 +160,4 @@ export class Router {
     for (const [name, p] of this.poolMap) out[name] = p.debug(now);
     return out;
   }
-}
-
-function minimalConfig(): Record<string, unknown> {
-  return { auth: { mode: 'none', allow_unauthenticated: true } };
-}
-
-/** A full PoolConfig from a partial one, with the schema's defaults (durations may be strings or ms). */
-export function poolConfig(partial: Partial<PoolConfig> | Record<string, unknown> = {}): PoolConfig {
-  const endpoints = (partial as { endpoints?: string[] }).endpoints;
-  const raw = {
-    ...minimalConfig(),
-    models: [{ name: '_', pool: '_' }],
-    pools: { _: { ...partial, endpoints: ['127.0.0.1:1'], discovery: undefined } },
-  };
-  const res = configSchema.safeParse(raw);
-  if (!res.success) throw new Error(`invalid pool config: ${res.error.message}`);
-  const pc = res.data.pools._;
-  return { ...pc, endpoints: endpoints ?? [], discovery: (partial as PoolConfig).discovery };
 }

@@ -1,7 +1,7 @@
 /**
  * The routing API's types, shared by the gateway, the simulator and the scraper. Pure declarations.
  */
-import type { PolicyName } from '../config/schema.js';
+import type { PolicyName } from './policies/index.js';
 
 /** One endpoint's scraped metrics, engine-independent (see src/signals/engines.ts for the name maps). */
 export interface EndpointSignals {

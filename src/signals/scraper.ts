@@ -9,7 +9,6 @@
  * - The endpoint list is re-read from the router every tick, so discovery/reload changes are followed.
  */
 import { Agent, request } from 'undici';
-import type { Config } from '../config/schema.js';
 import type { EndpointSignals } from '../routing/types.js';
 import { adaptersFromModels, signalsFromMetrics, type Engine } from './engines.js';
 
@@ -26,6 +25,23 @@ export interface ScraperLogger {
   warn(obj: unknown, msg?: string): void;
   info?(obj: unknown, msg?: string): void;
   debug?(obj: unknown, msg?: string): void;
+}
+
+/** What the scraper needs to know of each pool (src/config/routing.ts maps a config onto it). */
+export interface ScrapePool {
+  engine: Engine;
+  metrics: {
+    /** the metrics page's path, e.g. /metrics */
+    path: string;
+    /** ms between the starts of two scrapes of one endpoint */
+    interval: number;
+  };
+  /** sent upstream as `Authorization: Bearer …` */
+  api_key?: string;
+}
+
+export interface ScraperConfig {
+  pools: Record<string, ScrapePool>;
 }
 
 export interface ScraperOptions {
@@ -48,7 +64,6 @@ interface Loop {
 }
 
 export class Scraper {
-  private cfg: Config;
   private readonly agent: Agent;
   private loops = new Map<string, Loop>(); // key: endpoint (one loop even if in two pools)
   private running = false;
@@ -59,21 +74,14 @@ export class Scraper {
 
   constructor(
     private readonly router: ScrapeTarget,
-    cfg: Config,
+    private readonly cfg: ScraperConfig,
     private readonly logger?: ScraperLogger,
     opts: ScraperOptions = {},
   ) {
-    this.cfg = cfg;
     this.now = opts.now ?? Date.now;
     this.modelsEvery = opts.modelsIntervalMs ?? 10_000;
     this.scheme = opts.scheme ?? 'http';
     this.agent = new Agent({ keepAliveTimeout: 4_000, connections: 4, pipelining: 1, connect: { timeout: 2_000 } });
-  }
-
-  /** New config (reload): intervals, paths and engines apply from the next tick. */
-  setConfig(cfg: Config): void {
-    this.cfg = cfg;
-    if (this.running) this.sync();
   }
 
   start(): void {
@@ -178,7 +186,7 @@ export class Scraper {
     // shorter than the interval, but not absurdly short for fast intervals
     const timeoutMs = Math.max(50, Math.min(interval * 0.8, 5_000));
     const base = `${this.scheme}://${l.endpoint}`;
-    const engine: Engine = pc.engine;
+    const engine = pc.engine;
     try {
       if (this.modelsEvery > 0 && this.now() - l.modelsAt >= this.modelsEvery) {
         l.modelsAt = this.now();

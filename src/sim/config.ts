@@ -1,20 +1,29 @@
 /**
- * The gateway config the simulator's router runs with: one pool ("sim") listing the simulated endpoints,
- * its scoring/prefix/saturation/metrics taken from a user's config (first pool) or the defaults, with
- * overrides (the tuner's candidates) on top. Validated by the gateway's own schema.
+ * What the simulator's router runs with: one pool ("sim") listing the simulated endpoints, its
+ * scoring/prefix/saturation/metrics taken from a user's config (first pool) or routing's defaults, with
+ * overrides (the tuner's candidates) on top; and how often the simulated endpoints are scraped.
  */
-import { configSchema, type Config, type PoolConfig } from '../config/schema.js';
+import { parseDuration } from '../common/units.js';
 import { loadConfigFile } from '../config/load.js';
+import { DEFAULT_METRICS_INTERVAL } from '../config/schema.js';
+import { poolOptions, type Duration, type PoolOptions, type PoolOptionsInput, type RouterConfig } from '../routing/index.js';
 
 export const SIM_POOL = 'sim';
 export const SIM_MODEL = 'sim-model';
 
 /** The pool settings the simulator takes from a config (all optional). */
 export interface PoolSettings {
-  scoring?: Partial<PoolConfig['scoring']>;
-  prefix?: Partial<PoolConfig['prefix']>;
-  saturation?: Partial<{ queue_depth: number; kv_cache: number; retry_after: 'auto' | number | string }>;
-  metrics?: Partial<{ path: string; interval: number | string; stale_after: number | string }>;
+  scoring?: PoolOptionsInput['scoring'];
+  prefix?: PoolOptionsInput['prefix'];
+  saturation?: PoolOptionsInput['saturation'];
+  metrics?: Partial<{ path: string; interval: Duration; stale_after: Duration }>;
+}
+
+/** The simulated pool: the router's input, the pool's options in it, and the scrape interval (ms). */
+export interface SimSetup {
+  router: RouterConfig;
+  pool: PoolOptions;
+  scrapeIntervalMs: number;
 }
 
 /** scoring/prefix/saturation/metrics of the first pool of a gateway config file. */
@@ -36,24 +45,27 @@ export function mergeSettings(a: PoolSettings, b: PoolSettings): PoolSettings {
   };
 }
 
-export function simConfig(endpoints: string[], models: string[], settings: PoolSettings = {}): Config {
+export function simConfig(endpoints: string[], models: string[], settings: PoolSettings = {}): SimSetup {
   const names = [SIM_MODEL, ...models.filter((m) => m !== SIM_MODEL)];
-  const raw = {
-    auth: { mode: 'none', allow_unauthenticated: true },
-    models: names.map((name) => ({ name, pool: SIM_POOL })),
-    pools: {
-      [SIM_POOL]: {
-        endpoints,
-        scoring: settings.scoring ?? {},
-        prefix: settings.prefix ?? {},
-        saturation: settings.saturation ?? {},
-        metrics: settings.metrics ?? {},
-      },
-    },
-  };
-  const r = configSchema.safeParse(raw);
-  if (!r.success) {
-    throw new Error(`simulator config: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  let pool: PoolOptions;
+  try {
+    const staleAfter = settings.metrics?.stale_after;
+    pool = poolOptions({
+      endpoints,
+      scoring: settings.scoring,
+      prefix: settings.prefix,
+      saturation: settings.saturation,
+      metrics: staleAfter !== undefined ? { stale_after: staleAfter } : undefined,
+    });
+  } catch (e) {
+    throw new Error(`simulator config: ${(e as Error).message}`);
   }
-  return r.data;
+  const interval = settings.metrics?.interval ?? DEFAULT_METRICS_INTERVAL;
+  const scrapeIntervalMs = parseDuration(interval);
+  if (scrapeIntervalMs === null) throw new Error(`simulator config: metrics.interval: not a duration: ${JSON.stringify(interval)}`);
+  return {
+    router: { models: names.map((name) => ({ name, pool: SIM_POOL })), pools: { [SIM_POOL]: pool } },
+    pool,
+    scrapeIntervalMs,
+  };
 }

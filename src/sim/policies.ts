@@ -56,16 +56,3 @@ function load(e: Engine): number {
   const s = e.snapshot();
   return s.running + s.waiting;
 }
-
-/** A plain round robin inside the simulator (for tests that must not depend on the router). */
-export function localRoundRobin(engines: readonly Engine[]): SimPolicy {
-  let i = 0;
-  return {
-    name: 'local_round_robin',
-    pick(): PickOutcome {
-      const e = i;
-      i = (i + 1) % engines.length;
-      return { kind: 'ok', endpoint: e };
-    },
-  };
-}

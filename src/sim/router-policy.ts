@@ -1,17 +1,17 @@
 /**
  * The gateway's own picker (src/routing, unchanged) as a simulator policy: one Router per run, built from
- * a config whose single pool lists the simulated endpoints; scrapes become Router.updateSignals, first
+ * the simulator's setup, whose single pool lists the simulated endpoints; scrapes become Router.updateSignals, first
  * tokens Router.onFirstByte, ends Router.onEnd — the same calls, at the same (virtual) moments, as the
  * live gateway makes.
  */
 import type { Engine, EngineProfile, EngineSnapshot } from '../engine/index.js';
+import { estimateTokens } from '../openai/tokens.js';
 import { Router } from '../routing/index.js';
-import type { EndpointSignals, Ticket } from '../routing/index.js';
-import type { Config, PolicyName } from '../config/schema.js';
+import type { EndpointSignals, PolicyName, Ticket } from '../routing/index.js';
 import type { PickContext, PickOutcome, SimPolicy } from './loop.js';
 import { mulberry32 } from './rng.js';
 import { tracePrefixBlocks } from './trace.js';
-import { SIM_MODEL, SIM_POOL } from './config.js';
+import { SIM_MODEL, SIM_POOL, type SimSetup } from './config.js';
 
 export function endpointName(i: number): string {
   return `sim-${i}:8000`;
@@ -32,17 +32,16 @@ export function signalsOf(s: EngineSnapshot, profile: Partial<EngineProfile>): E
 }
 
 export function routerPolicy(
-  cfg: Config,
+  setup: SimSetup,
   policy: PolicyName,
   seed: number,
   profile: Partial<EngineProfile>,
 ): (engines: readonly Engine[]) => SimPolicy {
   return (engines) => {
-    const router = new Router(cfg, { random: mulberry32(seed) });
+    const router = new Router(setup.router, { random: mulberry32(seed) });
     const names = engines.map((_, i) => endpointName(i));
     const index = new Map(names.map((n, i) => [n, i]));
-    const pool = cfg.pools[SIM_POOL];
-    const { block_chars: blockChars, max_blocks: maxBlocks } = pool.prefix;
+    const { block_chars: blockChars, max_blocks: maxBlocks } = setup.pool.prefix;
     return {
       name: policy,
       pick(ctx: PickContext): PickOutcome {
@@ -51,7 +50,7 @@ export function routerPolicy(
         const r = router.pick(
           SIM_POOL,
           req.prompt !== undefined
-            ? { model, promptText: req.prompt, promptTokens: Math.ceil(req.prompt.length / 4) }
+            ? { model, promptText: req.prompt, promptTokens: estimateTokens(req.prompt) }
             : {
                 model,
                 promptText: '',

@@ -1,14 +1,15 @@
 /** runSimulation: one workload, several policies, the result JSON of shared/spec/README.md. */
 import type { EngineProfile } from '../engine/index.js';
 import { DEFAULT_PROFILE } from '../engine/index.js';
-import type { PolicyName } from '../config/schema.js';
+import type { PolicyName } from '../routing/index.js';
 import { simConfig, type PoolSettings } from './config.js';
 import { runLoop, type LoopOptions } from './loop.js';
 import { oraclePolicy } from './policies.js';
 import { endpointName, routerPolicy } from './router-policy.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
 
-export const SIM_POLICIES = ['round_robin', 'least_request', 'random', 'scored', 'oracle'] as const;
+/** The router's policies (in the order runs are reported) and the oracle. */
+export const SIM_POLICIES = ['round_robin', 'least_request', 'random', 'scored', 'oracle'] as const satisfies readonly (PolicyName | 'oracle')[];
 export type SimPolicyName = (typeof SIM_POLICIES)[number];
 
 export interface SimulationOptions {
@@ -65,14 +66,13 @@ export function runPolicy(
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
-  const cfg = simConfig(names, models, opts.pool);
-  const intervalMs = cfg.pools.sim.metrics.interval;
-  const sat = cfg.pools.sim.saturation;
+  const setup = simConfig(names, models, opts.pool);
+  const sat = setup.pool.saturation;
   const make =
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
-      : routerPolicy(cfg, policy as PolicyName, opts.seed, opts.profile);
-  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: intervalMs, record: opts.record });
+      : routerPolicy(setup, policy, opts.seed, opts.profile);
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record });
 }
 
 export function runSimulation(opts: SimulationOptions): SimResult {

@@ -5,14 +5,12 @@
  * do is penalised (shedding load is not a way to a better p99). Each evaluation is one full run.
  */
 import type { EngineProfile } from '../engine/index.js';
-import type { PoolConfig } from '../config/schema.js';
+import { SCORER_NAMES, type ScoringWeights } from '../routing/index.js';
 import { mergeSettings, simConfig, type PoolSettings } from './config.js';
 import { runPolicy } from './simulate.js';
 import { endpointName } from './router-policy.js';
 import type { RunResult, SimRequest } from './types.js';
 
-type Scoring = PoolConfig['scoring'];
-const WEIGHTS: Array<keyof Scoring> = ['prefix', 'queue', 'kv_cache', 'running', 'lora', 'load'];
 
 export interface TuneOptions {
   requests: readonly SimRequest[];
@@ -36,7 +34,7 @@ export interface TuneResult {
 }
 
 interface Point {
-  scoring: Scoring;
+  scoring: ScoringWeights;
   queueDepth: number;
   kvCache: number;
   /** prefix.max_blocks: how deep into a prompt the router looks for shared prefixes */
@@ -46,7 +44,7 @@ interface Point {
 export function tune(opts: TuneOptions): TuneResult {
   const budget = opts.budget ?? 40;
   const log = opts.log ?? (() => {});
-  const base = simConfig([endpointName(0)], [], opts.pool).pools.sim;
+  const base = simConfig([endpointName(0)], [], opts.pool).pool;
   const start: Point = {
     scoring: { ...base.scoring },
     queueDepth: base.saturation.queue_depth,
@@ -91,7 +89,7 @@ export function tune(opts: TuneOptions): TuneResult {
   const round3 = (x: number) => Math.round(x * 1000) / 1000;
   const moves = (p: Point, f: number): Point[] => {
     const out: Point[] = [];
-    for (const k of WEIGHTS) {
+    for (const k of SCORER_NAMES) {
       const v = p.scoring[k];
       const cands = v > 0 ? [v * f, v / f] : [1];
       if (v > 0 && f >= 2) cands.push(0);
@@ -122,7 +120,7 @@ export function tune(opts: TuneOptions): TuneResult {
   const gain = d.run.ttft_ms.p99 > 0 ? (d.run.ttft_ms.p99 - bestEv.run.ttft_ms.p99) / d.run.ttft_ms.p99 : 0;
   const yaml = [
     'scoring:',
-    ...WEIGHTS.map((k) => `  ${k}: ${best.scoring[k]}`),
+    ...SCORER_NAMES.map((k) => `  ${k}: ${best.scoring[k]}`),
     'saturation:',
     `  queue_depth: ${best.queueDepth}`,
     `  kv_cache: ${best.kvCache}`,

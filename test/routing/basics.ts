@@ -1,6 +1,7 @@
 import t from 'tap';
-import { Router, hashPrefixBlocks, poolConfig } from '../../src/routing/index.js';
+import { Router, hashPrefixBlocks, poolOptions } from '../../src/routing/index.js';
 import { configSchema } from '../../src/config/schema.js';
+import { routerConfig } from '../../src/config/routing.js';
 import { portable } from '../../src/routing/hash.js';
 
 const sig = (o: Partial<{ waiting: number; running: number; kvUsage: number }> = {}) => ({
@@ -70,7 +71,7 @@ t.test('resolveModel: pools, aliases, sticky', async (t) => {
     ],
     pools: { p: { endpoints: ['127.0.0.1:1', '127.0.0.1:2'] } },
   });
-  const r = new Router(cfg, { random: seq(3) });
+  const r = new Router(routerConfig(cfg), { random: seq(3) });
   t.same(r.resolveModel('base'), { pool: 'p', model: 'base' });
   t.equal(r.resolveModel('nope'), null);
   t.same(r.models().sort(), ['base', 'chat', 'lora']);
@@ -121,6 +122,6 @@ t.test('baseline policies', async (t) => {
   t.equal(rnd.kind, 'ok');
   t.same(r.pick('p', { ...input, exclude: new Set(['a:1', 'b:1', 'c:1']) }, 0).kind, 'unavailable');
   t.same(r.pick('nope', input, 0).kind, 'unavailable');
-  t.ok(poolConfig({ policy: 'random' }).policy === 'random');
+  t.ok(poolOptions({ policy: 'random' }).policy === 'random');
   void sig;
 });

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Scraper } from '../../src/signals/scraper.js';
 import { configSchema } from '../../src/config/schema.js';
+import { scraperConfig } from '../../src/config/routing.js';
 import type { EndpointSignals } from '../../src/routing/types.js';
 
 const GOOD = 'vllm:num_requests_waiting{model_name="m"} 2\nvllm:num_requests_running{model_name="m"} 5\nvllm:kv_cache_usage_perc{model_name="m"} 0.25\n';
@@ -56,7 +57,7 @@ t.test('scrapes good, hung and broken endpoints without crashing', async (t) => 
     signalsFailed: (ep: string) => fails.set(ep, (fails.get(ep) ?? 0) + 1),
   };
   const warnings: unknown[] = [];
-  const scraper = new Scraper(router, cfg, { warn: (o) => warnings.push(o) });
+  const scraper = new Scraper(router, scraperConfig(cfg), { warn: (o) => warnings.push(o) });
   scraper.start();
   await new Promise((r) => setTimeout(r, 700));
   await scraper.stop();

@@ -1,0 +1,54 @@
+/**
+ * The scored policy's constants that are not config keys (yet): the simulator tunes them, tests and
+ * benchmarks may override them through RouterOptions.tuning. Pure data.
+ */
+import { CHARS_PER_TOKEN } from '../openai/tokens.js';
+
+export interface Tuning {
+  /** TTFT cost of one running (decoding) sequence on an endpoint, in prompt-token equivalents */
+  runCostTokens: number;
+  /** added to both sides of the load factor so that tiny costs at idle do not swing decisions */
+  idleCostTokens: number;
+  /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
+  foreignPromptTokens: number;
+  /**
+   * TTFT floor of each request queued ahead (scheduling + its first decode step), in prompt-token
+   * equivalents: a prefix-matched request has almost no prefill but still takes a step (≈ 12 ms at 16k tok/s)
+   */
+  requestFloorTokens: number;
+  /** prefill speed assumed before an endpoint's is observed (tokens per ms), to turn waits into tokens */
+  prefillTokensPerMs: number;
+  /** whole-decode time of a request assumed before one has ended on the endpoint (ms) */
+  decodeMs: number;
+  /** time to load a LoRA adapter into a free slot (ms) */
+  loraLoadMs: number;
+  /** consecutive errors that eject an endpoint */
+  ejectAfterErrors: number;
+  /** first ejection length; doubles per repeat, up to ejectMaxMs */
+  ejectBaseMs: number;
+  ejectMaxMs: number;
+  /** chars per token when only prefixBlocks (no text) are given */
+  charsPerToken: number;
+  /**
+   * the prefix index keeps every indexStride-th block (see PrefixIndexOptions.stride); 0 = auto: about
+   * indexGrainChars characters per indexed level
+   */
+  indexStride: number;
+  indexGrainChars: number;
+}
+
+export const DEFAULT_TUNING: Tuning = {
+  runCostTokens: 16,
+  idleCostTokens: 64,
+  foreignPromptTokens: 512,
+  requestFloorTokens: 192,
+  prefillTokensPerMs: 16,
+  decodeMs: 2_000,
+  loraLoadMs: 30,
+  ejectAfterErrors: 3,
+  ejectBaseMs: 5_000,
+  ejectMaxMs: 60_000,
+  charsPerToken: CHARS_PER_TOKEN,
+  indexStride: 0,
+  indexGrainChars: 512,
+};
