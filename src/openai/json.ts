@@ -31,12 +31,12 @@ export interface JsonShape {
 export const ACTED_ON: readonly string[] = ['model', 'stream', 'messages', 'prompt'];
 
 /**
- * One pass over the JSON text in `bytes`, no allocation per byte: its nesting depth against `max`
+ * One pass over the JSON text in `bytes` (strings skipped with Buffer's native search), no allocation per byte: its nesting depth against `max`
  * (brackets inside strings do not count), duplicates among the top-level keys the gateway acts on
  * (an escaped key such as "mod\u0065l" is decoded first), and where the top-level "model" string is.
  * The text need not be valid JSON: the parser that runs after this says what else is wrong with it.
  */
-export function scanJson(bytes: Uint8Array, max: number): JsonShape {
+export function scanJson(bytes: Buffer, max: number): JsonShape {
   const shape: JsonShape = { tooDeep: false, duplicate: null, modelStart: -1, modelEnd: -1 };
   let depth = 0;
   let seen = 0; // bit i: ACTED_ON[i] was a key already
@@ -46,19 +46,16 @@ export function scanJson(bytes: Uint8Array, max: number): JsonShape {
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
     if (b === QUOTE) {
+      // to the closing quote: a native search, then a look back for the backslashes that escape it
       const start = i;
-      let escaped = false;
-      for (i++; i < bytes.length; i++) {
-        const c = bytes[i];
-        if (c === BACKSLASH) {
-          escaped = true;
-          i++;
-        } else if (c === QUOTE) break;
-      }
+      let end = bytes.indexOf(QUOTE, i + 1);
+      while (end > 0 && escapedAt(bytes, end)) end = bytes.indexOf(QUOTE, end + 1);
+      if (end < 0) break; // unterminated: the parser refuses the body
+      i = end;
       if (depth !== 1) continue;
       if (keyNext) {
         keyNext = false;
-        lastKey = actedOnIndex(bytes, start, i + 1, escaped);
+        lastKey = actedOnIndex(bytes, start, i + 1);
         if (lastKey >= 0) {
           if (seen & (1 << lastKey)) {
             if (shape.duplicate === null) shape.duplicate = ACTED_ON[lastKey];
@@ -91,12 +88,20 @@ const COMMA = 0x2c;
 const COLON = 0x3a;
 const SPACE = 0x20;
 
+/** Whether the quote at bytes[q] is escaped: an odd number of backslashes right before it. */
+function escapedAt(bytes: Uint8Array, q: number): boolean {
+  let k = q - 1;
+  while (k >= 0 && bytes[k] === BACKSLASH) k--;
+  return ((q - 1 - k) & 1) === 1;
+}
+
 /** Which ACTED_ON key the string token bytes[start, end) (quotes included) is, or -1. */
-function actedOnIndex(bytes: Uint8Array, start: number, end: number, escaped: boolean): number {
-  if (escaped) {
+function actedOnIndex(bytes: Buffer, start: number, end: number): number {
+  const backslash = bytes.indexOf(BACKSLASH, start);
+  if (backslash >= 0 && backslash < end) {
     let key: unknown;
     try {
-      key = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8'));
+      key = JSON.parse(bytes.toString('utf8', start, end));
     } catch {
       return -1; // not a valid string: the parser will refuse the body
     }
