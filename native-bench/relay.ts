@@ -8,12 +8,13 @@
  * Run as a process with the bench CLI's hidden subcommand `relay --port N --upstream URL`; it prints
  * `relay listening on http://127.0.0.1:N`.
  */
-import uWS from 'uWebSockets.js';
+import { loadUws } from '../src/common/uws.js';
 import { listenExclusive } from '../src/common/listen.js';
 import { Pool, type Dispatcher } from 'undici';
 
 export function startRelay(port: number, upstream: string): Promise<void> {
   const pool = new Pool(upstream, { headersTimeout: 600_000, bodyTimeout: 600_000 });
+  const uWS = loadUws(); // refuses the slow fallback
   const app = uWS.App();
   app.post('/*', (res, req) => {
     const path = req.getUrl();

@@ -8,7 +8,7 @@
  * Run as a process with the bench CLI's hidden subcommand `upstream --port N [--model NAME]`; it prints
  * `upstream listening on http://127.0.0.1:N`.
  */
-import uWS from 'uWebSockets.js';
+import { loadUws } from '../src/common/uws.js';
 import { listenExclusive } from '../src/common/listen.js';
 
 export const UPSTREAM_MODEL = 'bench-model';
@@ -58,13 +58,11 @@ const METRICS = [
 ].join('\n');
 
 export function startUpstream(port: number, model = UPSTREAM_MODEL): Promise<void> {
-  if (typeof (uWS as unknown as { getParts?: unknown }).getParts !== 'function') {
-    throw new Error('uWebSockets.js native binary did not load (fell back to the slow ws build)');
-  }
   const json = Buffer.from(jsonAnswer(model));
   const sse = sseEvents(model).map((e) => Buffer.from(e));
   const metrics = METRICS.replaceAll('MODEL', model);
   const models = JSON.stringify({ object: 'list', data: [{ id: model, object: 'model', owned_by: 'bench' }] });
+  const uWS = loadUws(); // refuses the slow fallback
   const app = uWS.App();
   app.post('/*', (res) => {
     let aborted = false;
