@@ -71,6 +71,8 @@ const auth = z.strictObject({
 const limits = z
   .strictObject({
     max_body_bytes: size('4mb'),
+    /** Request bodies being received, all connections together: past it a request is answered 503. */
+    max_buffered_body_bytes: size('256mb'),
     max_header_bytes: size('16kb'),
     /** Objects and arrays nested deeper than this in a request body are refused (400 json_too_deep). */
     max_json_depth: z.number().int().min(1).max(10_000).default(64),

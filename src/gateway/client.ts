@@ -50,6 +50,8 @@ export interface ClientHandler {
   onBody(body: Buffer): void;
   /** the body went over the route's limit: answer now; the rest is dropped as it arrives */
   onBodyTooLarge(): void;
+  /** the bodies being gathered would pass their shared budget: answer now (503); the rest is dropped */
+  onBodyBudgetExceeded(): void;
   /** the client went away; the response must not be touched any more */
   onClientAbort(): void;
   /** a bug in handling this request (thrown from one of the calls above): answer it, never throw */

@@ -89,6 +89,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     if (this.phase === 'body') this.reject(errors.bodyTooLarge(this.ctx.config.limits.max_body_bytes));
   }
 
+  onBodyBudgetExceeded(): void {
+    if (this.phase === 'body') this.reject(errors.bodyBufferFull());
+  }
+
   onBody(raw: Buffer): void {
     if (this.phase !== 'body') return;
     const checked = checkBody(this.kind, raw, this.ctx.config.limits.max_json_depth);

@@ -45,7 +45,10 @@ export class Gateway implements GatewayContext {
   ) {
     this.router = new Router(routerConfig(config));
     this.upstreams = new Upstreams(config.limits);
-    this.metrics = new GatewayMetrics({ endpointStates: () => this.endpointStates() });
+    this.metrics = new GatewayMetrics({
+      endpointStates: () => this.endpointStates(),
+      bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
+    });
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
@@ -59,7 +62,12 @@ export class Gateway implements GatewayContext {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
     };
-    this.front = new Front({ maxHeaderBytes: limits.max_header_bytes, tls: listen.tls, onHandlerError });
+    this.front = new Front({
+      maxHeaderBytes: limits.max_header_bytes,
+      tls: listen.tls,
+      onHandlerError,
+      maxBufferedBodyBytes: limits.max_buffered_body_bytes,
+    });
     this.clientRoutes(this.front);
     const port = await this.front.listen(listen.host, listen.port);
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, onHandlerError });

@@ -14,7 +14,8 @@ import { accessSync, constants } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
-import { EMPTY, joined } from './buffers.js';
+import { EMPTY } from './buffers.js';
+import { BodyBudget, BodyCollector } from './body.js';
 import type { Answer, ClientHandler, ClientRequest, ClientSide } from './client.js';
 
 export interface FrontOptions {
@@ -24,6 +25,8 @@ export interface FrontOptions {
   tls?: { cert: string; key: string };
   /** A bug in a handler: log it and say what to answer (the process goes on). */
   onHandlerError(err: unknown): Answer;
+  /** the bytes that request bodies being gathered may hold together (default: no bound) */
+  maxBufferedBodyBytes?: number;
 }
 
 /** One listener with its routes. */
@@ -32,10 +35,13 @@ export class Front {
   private readonly app: TemplatedApp;
   private readonly onHandlerError: (err: unknown) => Answer;
   private socket: us_listen_socket | undefined;
+  /** what the bodies being gathered on this listener hold */
+  readonly bodyBudget: BodyBudget;
 
   constructor(opts: FrontOptions) {
     this.uws = loadUws(opts.maxHeaderBytes);
     this.onHandlerError = opts.onHandlerError;
+    this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
     const tls = opts.tls;
     if (tls) {
       // uWS does not say why a TLS context fails; check the files first so the error names them.
@@ -53,18 +59,23 @@ export class Front {
   /**
    * A POST route: `start` gets the client and the request's head and returns who handles the rest; the
    * body is read only if that handler wants it, and goes to it whole, or as "too large" the moment it
-   * passes `maxBodyBytes` (what still arrives is dropped as it comes, never kept). A handler that throws
+   * passes `maxBodyBytes`, or as "busy" when the listener's bodies together would pass their budget (what
+   * still arrives is dropped as it comes, never kept; see body.ts). A handler that throws
    * while starting is answered with onHandlerError's answer; one that throws later goes to its own
    * onInternalError.
    */
   post(path: string, maxBodyBytes: number, start: (client: ClientSide, req: ClientRequest) => ClientHandler): void {
     const onHandlerError = this.onHandlerError;
+    const budget = this.bodyBudget;
     this.app.post(path, (res, req) => {
       const request = readRequest(req);
       let handler: ClientHandler | undefined;
-      let chunks: Buffer[] | undefined;
-      let received = 0;
+      // made for a body in several chunks; undefined again once the body is handed on or refused
+      let collector: BodyCollector | undefined;
+      let refused = false;
       res.onAborted(() => {
+        collector?.drop(); // a half-sent body's memory goes back at once
+        collector = undefined;
         try {
           handler?.onClientAbort();
         } catch (err) {
@@ -84,25 +95,35 @@ export class Front {
       }
       if (!handler.wantsBody) return;
       res.onData((ab, isLast) => {
-        if (received < 0) return; // refused as too large, or failed
+        if (refused) return; // what still arrives is dropped as it comes
         try {
-          received += ab.byteLength;
-          if (received > maxBodyBytes) {
-            received = -1;
-            chunks = undefined;
-            handler!.onBodyTooLarge();
+          if (collector === undefined && isLast) {
+            // the usual case, a body in one chunk: copied once, into Node's buffer pool when small
+            if (ab.byteLength > maxBodyBytes) {
+              refused = true;
+              handler!.onBodyTooLarge();
+            } else handler!.onBody(ab.byteLength > 0 ? Buffer.from(new Uint8Array(ab)) : EMPTY);
             return;
           }
-          // copy now; a small body lands in Node's buffer pool rather than a fresh zero-filled ArrayBuffer
-          if (ab.byteLength > 0) (chunks ??= []).push(Buffer.from(new Uint8Array(ab)));
+          collector ??= new BodyCollector(maxBodyBytes, budget);
+          // copied now: uWS reuses the chunk's memory after this callback
+          const added = collector.add(new Uint8Array(ab));
+          if (added !== 'ok') {
+            refused = true;
+            collector = undefined;
+            if (added === 'too_large') handler!.onBodyTooLarge();
+            else handler!.onBodyBudgetExceeded();
+            return;
+          }
           if (!isLast) return;
-          const body = chunks ? joined(chunks) : EMPTY;
-          chunks = undefined;
+          const body = collector.take();
+          collector = undefined;
           handler!.onBody(body);
         } catch (err) {
           // nothing thrown in a uWS callback may reach the process: this request answers for it
-          received = -1;
-          chunks = undefined;
+          refused = true;
+          collector?.drop();
+          collector = undefined;
           handler!.onInternalError(err);
         }
       });

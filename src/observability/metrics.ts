@@ -12,6 +12,8 @@ const PICK_BUCKETS = [0.000001, 0.0000025, 0.000005, 0.00001, 0.00002, 0.00005, 
 export interface EndpointGaugeSource {
   /** [pool, endpoint, inFlight, metricsAgeSeconds (NaN when never scraped)] for each endpoint. */
   endpointStates(): Array<[string, string, number, number]>;
+  /** bytes held by request bodies being received (all connections) */
+  bufferedBodyBytes?(): number;
 }
 
 export class GatewayMetrics {
@@ -116,6 +118,14 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         for (const [pool, endpoint, inFlight] of source.endpointStates()) this.set({ pool, endpoint }, inFlight);
+      },
+    });
+    new client.Gauge({
+      name: 'infergate_request_body_buffered_bytes',
+      help: 'Bytes held by request bodies being received, all connections together (bounded by limits.max_buffered_body_bytes).',
+      registers,
+      collect() {
+        this.set(source.bufferedBodyBytes?.() ?? 0);
       },
     });
     new client.Gauge({

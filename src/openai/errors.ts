@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   upstream_unavailable: { status: 502, type: 'server_error' },
   upstream_stream_broken: { status: 502, type: 'server_error' },
   no_endpoint: { status: 503, type: 'server_error' },
+  request_buffers_full: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   upstream_timeout: { status: 504, type: 'server_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
@@ -43,7 +44,7 @@ export interface ApiError {
   /** Seconds, sent as Retry-After (always present on 429). */
   retryAfterS?: number;
   /** Label for infergate_rejected_total, when this error is a rejection rather than an upstream failure. */
-  rejectReason?: 'saturated' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid';
+  rejectReason?: 'saturated' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid';
 }
 
 /** "200 OK": uWS needs the reason phrase with the code. */
@@ -88,6 +89,11 @@ export const errors = {
     make('pool_saturated', `Every server of pool "${pool}" is saturated; retry after ${retryAfterS} s.`, {
       retryAfterS,
       rejectReason: 'saturated',
+    }),
+  bodyBufferFull: () =>
+    make('request_buffers_full', 'The gateway is holding as many request bodies as it may; retry shortly.', {
+      retryAfterS: 1,
+      rejectReason: 'overloaded',
     }),
   noEndpoint: () => make('no_endpoint', 'No model server is available for this model right now.', { retryAfterS: 1 }),
   upstreamUnavailable: () =>

@@ -21,6 +21,7 @@ const PINNED: Record<string, [number, string]> = {
   upstream_unavailable: [502, 'server_error'],
   upstream_stream_broken: [502, 'server_error'],
   no_endpoint: [503, 'server_error'],
+  request_buffers_full: [503, 'server_error'],
   shutting_down: [503, 'server_error'],
   upstream_timeout: [504, 'server_error'],
 };
@@ -37,7 +38,7 @@ const built: ApiError[] = [
   errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'), errors.invalidHeader('x-a'),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
-  errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
+  errors.bodyBufferFull(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
   errors.shuttingDown(), errors.internal(),
 ];
 
