@@ -76,7 +76,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.fwdHeaders = facts.forwarded;
     ctx.inFlight++;
     const refusal = headRefusal(facts, ctx.config.limits, ctx.draining);
-    if (refusal) this.reject(refusal.error, refusal.closeConnection);
+    if (refusal?.cut) this.cut(refusal.error);
+    else if (refusal) this.reject(refusal.error, refusal.closeConnection);
   }
 
   // ---------------------------------------------------------------- request body (ClientHandler)
@@ -325,6 +326,14 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
         // nothing more can be done for this request
       }
     }
+  }
+
+  /** A refusal by cutting the connection, without an answer (see HeadRefusal.cut): counted and logged. */
+  private cut(e: ApiError): void {
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
+    this.client.close();
+    this.finish(e.status, 'ok');
   }
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */

@@ -41,6 +41,8 @@ export interface RequestFacts {
   encoding: string;
   /** the first header whose name or value cannot be sent on, if any */
   badHeader: string | undefined;
+  /** why the body's framing is ambiguous (two lengths, an odd Transfer-Encoding), if it is */
+  badFraming: string | undefined;
 }
 
 /** The head's facts. `newRequestId` is called only when the client sent no usable id. */
@@ -53,6 +55,8 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   let connection = '';
   let encoding = '';
   let contentLength: string | undefined;
+  let transferEncoding: string | undefined;
+  let badFraming: string | undefined;
   let badHeader: string | undefined;
   for (let i = 0; i < headers.length; i += 2) {
     const key = headers[i];
@@ -61,8 +65,11 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
     if (badHeader === undefined && (BAD_VALUE.test(value) || !TOKEN.test(key))) badHeader = key;
     if (key === 'connection') connection = value;
     else if (key === 'x-request-id') requestId = value;
-    else if (key === 'content-encoding') encoding = value;
-    else if (key === 'content-length') contentLength ??= value;
+    else if (key === 'content-encoding') encoding = encoding === '' ? value : `${encoding}, ${value}`;
+    else if (key === 'content-length') {
+      if (contentLength === undefined) contentLength = value;
+      else if (contentLength !== value) badFraming = 'two different Content-Length headers';
+    } else if (key === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
     if (stickyHeaders.has(key)) stickyValue = value;
     if (!DROP_REQUEST_HEADERS.has(key)) {
       // a repeated header is one list (RFC 9110 §5.3; cookies join with "; ")
@@ -71,6 +78,11 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   }
   // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   if (connection) for (const name of connection.split(',')) delete forwarded[name.trim().toLowerCase()];
+  if (transferEncoding !== undefined) {
+    // the one transfer coding a request may use here is chunked, alone, and never next to a length
+    if (transferEncoding.trim().toLowerCase() !== 'chunked') badFraming = `Transfer-Encoding "${transferEncoding.slice(0, 50)}" (only "chunked" is accepted)`;
+    else if (contentLength !== undefined) badFraming = 'both Content-Length and Transfer-Encoding';
+  }
   if (!requestId || requestId.length > MAX_REQUEST_ID) requestId = newRequestId();
   forwarded['x-request-id'] = requestId;
   return {
@@ -81,6 +93,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
     headerBytes,
     encoding,
     badHeader,
+    badFraming,
   };
 }
 
@@ -88,6 +101,12 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
 export interface HeadRefusal {
   error: ApiError;
   closeConnection: boolean;
+  /**
+   * Cut the connection without an answer. uWS 20.30 serves a request pipelined behind this one from the
+   * same read before it closes a connection after an answer, so for framing that smuggles a second request
+   * only a cut keeps that request from being served (checked on the wire: see the gateway README).
+   */
+  cut?: boolean;
 }
 
 /** The limits a head is checked against (`limits` of the config). */
@@ -104,6 +123,9 @@ export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: b
   if (facts.headerBytes > limits.max_header_bytes) {
     return { error: errors.headersTooLarge(limits.max_header_bytes), closeConnection: false };
   }
+  // Framing that two HTTP parsers could read differently (request smuggling): the connection is cut, so no
+  // byte after this head is read as another request.
+  if (facts.badFraming !== undefined) return { error: errors.invalidFraming(facts.badFraming), closeConnection: true, cut: true };
   // A header that cannot be sent on is the client's doing: refused here, it never counts against a pod.
   if (facts.badHeader !== undefined) return { error: errors.invalidHeader(facts.badHeader), closeConnection: false };
   const declared = facts.declaredLength;

@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   missing_model: { status: 400, type: 'invalid_request_error' },
   invalid_field: { status: 400, type: 'invalid_request_error' },
   invalid_header: { status: 400, type: 'invalid_request_error' },
+  invalid_framing: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
@@ -70,6 +71,8 @@ export const errors = {
     make('invalid_header', `The request header "${truncate(name, 100)}" has characters that cannot be sent on (control characters or characters outside Latin-1).`, {
       rejectReason: 'invalid',
     }),
+  invalidFraming: (why: string) =>
+    make('invalid_framing', `The request's framing is ambiguous: ${why}.`, { rejectReason: 'invalid' }),
   modelNotFound: (model: string) =>
     make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
   routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),

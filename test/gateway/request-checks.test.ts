@@ -63,6 +63,7 @@ t.test('sticky header value, encoding, declared length and header bytes', async 
   t.equal(f.stickyValue, 's1');
   t.equal(f.encoding, 'gzip');
   t.equal(f.declaredLength, 42, 'the first Content-Length counts');
+  t.match(f.badFraming, /two different Content-Length/, 'and two different ones make the framing ambiguous');
   const expected = 'post'.length + '/v1/completions'.length + 'a=b'.length + 12 + (9 + 2 + 4) + (16 + 4 + 4) + (14 + 2 + 4) + (14 + 1 + 4);
   t.equal(f.headerBytes, expected);
   t.equal(readRequest(req([]), NO_STICKY, newId).declaredLength, -1, 'absent: -1');
@@ -157,4 +158,21 @@ t.test('an alias rewrite changes the model bytes alone', async (t) => {
   const valid = checkBody('chat', raw(text), DEPTH);
   if ('error' in valid) throw new Error('refused');
   t.equal(withModel(raw(text), valid, 'real/model"1').toString(), text.replace('"alias"', JSON.stringify('real/model"1')));
+});
+
+t.test('framing: one length, or chunked alone; anything else is ambiguous and cuts the connection', async (t) => {
+  const framing = (headers: string[]) => readRequest(req(headers), NO_STICKY, newId).badFraming;
+  t.equal(framing(['content-length', '5']), undefined);
+  t.equal(framing(['content-length', '5', 'content-length', '5']), undefined, 'the same length twice');
+  t.equal(framing(['transfer-encoding', 'chunked']), undefined);
+  t.equal(framing(['transfer-encoding', ' Chunked ']), undefined, 'case and spaces');
+  t.match(framing(['transfer-encoding', 'chunked;q=1']), /only "chunked"/);
+  t.match(framing(['transfer-encoding', 'identity, chunked']), /only "chunked"/);
+  t.match(framing(['transfer-encoding', 'chunked', 'transfer-encoding', 'chunked']), /only "chunked"/, 'chunked twice');
+  t.match(framing(['content-length', '5', 'transfer-encoding', 'chunked']), /both Content-Length and Transfer-Encoding/);
+  const facts = readRequest(req(['content-length', '5', 'content-length', '6']), NO_STICKY, newId);
+  t.match(headRefusal(facts, LIMITS, false), { error: { code: 'invalid_framing' }, cut: true });
+  t.equal(headRefusal(facts, LIMITS, true)?.error.code, 'shutting_down', 'draining first');
+  const enc = readRequest(req(['content-encoding', 'gzip', 'content-encoding', 'identity']), NO_STICKY, newId);
+  t.equal(headRefusal(enc, LIMITS, false)?.error.code, 'unsupported_content_encoding', 'a coding on any Content-Encoding line counts');
 });
