@@ -164,7 +164,9 @@ export function checkBody(kind: ApiKind, raw: Buffer, maxDepth: number): ValidBo
   if (shape.tooDeep) return { error: errors.jsonTooDeep(maxDepth) };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(raw.toString('utf8'));
+    // a UTF-8 byte-order mark before the JSON is allowed (Python's json, under vLLM, accepts it too)
+    const bom = raw.length >= 3 && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
+    parsed = JSON.parse(raw.toString('utf8', bom ? 3 : 0));
   } catch (err) {
     return { error: errors.invalidJson(raw.length === 0 ? 'the body is empty' : (err as Error).message) };
   }

@@ -176,3 +176,12 @@ t.test('framing: one length, or chunked alone; anything else is ambiguous and cu
   const enc = readRequest(req(['content-encoding', 'gzip', 'content-encoding', 'identity']), NO_STICKY, newId);
   t.equal(headRefusal(enc, LIMITS, false)?.error.code, 'unsupported_content_encoding', 'a coding on any Content-Encoding line counts');
 });
+
+t.test('a UTF-8 byte-order mark before the JSON is accepted, and the alias rewrite keeps it', async (t) => {
+  const text = '{"model":"a","messages":[{"role":"user","content":"x"}]}';
+  const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
+  const valid = checkBody('chat', withBom, DEPTH);
+  if ('error' in valid) throw new Error(`refused: ${valid.error.message}`);
+  t.equal(valid.model, 'a');
+  t.same(withModel(withBom, valid, 'b'), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text.replace('"a"', '"b"'))]));
+});
