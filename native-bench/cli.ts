@@ -6,23 +6,95 @@
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
-import { parseArgs, numOpt } from './common.js';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { numOpt } from './common.js';
+import { ENGINE_FLAGS } from './engine-flags.js';
 
-const USAGE = `usage: npm run bench -- SCENARIO [options]
+type Options = NonNullable<ParseArgsConfig['options']>;
+const str = { type: 'string' } as const;
+const flag = { type: 'boolean' } as const;
+
+/** Each scenario's usage and options (every option takes a value unless it is a flag). */
+const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: boolean }> = {
+  overhead: {
+    usage: `overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate]
+             [--fixed-duration 5] [--fixed-rate-max 5000] [--profile] [--out DIR]`,
+    options: { connections: str, duration: str, modes: str, targets: str, 'fixed-duration': str, 'fixed-rate-max': str, profile: flag, out: str },
+  },
+  picker: {
+    usage: 'picker     [--endpoints 64] [--blocks 200000] [--prompt-chars 16384] [--picks 20000] [--policy scored] [--out DIR]',
+    options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str, out: str },
+  },
+  policies: {
+    usage: `policies   [--trace FILE | --generate NAME] [--endpoints N] [--time-scale X] [--requests LIMIT] [--seed 1]
+             [--policies round_robin,least_request,scored] [--lag-bound-ms 50] [--drain-s 120]
+             [--metrics-interval-ms 50] [--stale-after-ms 1000] [--no-sim]
+             [${ENGINE_FLAGS.map(([f]) => `--${f} N`).join(' ')}] [--out DIR]`,
+    options: {
+      trace: str, generate: str, endpoints: str, 'time-scale': str, requests: str, seed: str, policies: str, 'lag-bound-ms': str,
+      'drain-s': str, 'metrics-interval-ms': str, 'stale-after-ms': str, 'no-sim': flag, out: str,
+      ...Object.fromEntries(ENGINE_FLAGS.map(([f]) => [f, str])),
+    },
+  },
+  mock: {
+    usage: 'mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]',
+    options: { count: str, connections: str, duration: str, 'max-tokens': str, 'time-scale': str, out: str },
+  },
+  // internal: started by the scenarios above as child processes
+  'picker-child': { usage: '', options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str }, hidden: true },
+  upstream: { usage: '', options: { port: str, model: str }, hidden: true },
+  relay: { usage: '', options: { port: str, upstream: str }, hidden: true },
+};
+
+const USAGE = `usage: npm run bench -- SCENARIO [options]     (SCENARIO --help: that scenario's options)
 
 scenarios:
-  overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate]
-             [--fixed-duration 5] [--fixed-rate-max 5000] [--profile] [--out DIR]
-  picker     [--endpoints 64] [--blocks 200000] [--prompt-chars 16384] [--picks 20000] [--out DIR]
-  policies   [--trace FILE | --generate NAME] [--endpoints N] [--time-scale X] [--requests LIMIT]
-             [--policies round_robin,least_request,scored] [--lag-bound-ms 50] [--no-sim] [--out DIR]
-  mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]
+${Object.values(SCENARIOS)
+  .filter((s) => !s.hidden)
+  .map((s) => `  ${s.usage}`)
+  .join('\n')}
 
 --out defaults to bench-out/.`;
 
+/**
+ * The scenario and its options, read with node's parseArgs: an unknown option or one without its value is a
+ * usage error (exit 2) that lists the known ones; --help prints the usage and runs nothing (exit 0).
+ */
+function readArgs(argv: string[]): { scenario: string; opts: Map<string, string> } | number {
+  const [scenario, ...rest] = argv;
+  if (scenario === undefined || scenario === 'help' || scenario === '--help' || scenario === '-h') {
+    (scenario === undefined ? console.error : console.log)(USAGE);
+    return scenario === undefined ? 2 : 0;
+  }
+  const spec = SCENARIOS[scenario];
+  if (!spec) {
+    console.error(`unknown scenario: ${scenario}\n\n${USAGE}`);
+    return 2;
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: rest, options: { ...spec.options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+  } catch (err) {
+    const known = Object.keys(spec.options).map((o) => `--${o}`).join(' ');
+    console.error(`bench ${scenario}: ${(err as Error).message}\nknown options: ${known} --help`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(`usage: npm run bench -- ${spec.usage || scenario}\n\nSee native-bench/README.md for what it measures and writes.`);
+    return 0;
+  }
+  const opts = new Map<string, string>();
+  for (const [k, v] of Object.entries(values)) if (v !== undefined && v !== false) opts.set(k, String(v));
+  return { scenario, opts };
+}
+
 async function main(): Promise<void> {
-  const { positional, opts } = parseArgs(process.argv.slice(2));
-  const scenario = positional[0];
+  const args = readArgs(process.argv.slice(2));
+  if (typeof args === 'number') {
+    process.exitCode = args;
+    return;
+  }
+  const { scenario, opts } = args;
   switch (scenario) {
     case 'overhead': {
       const { runOverhead } = await import('./overhead.js');
@@ -69,8 +141,7 @@ async function main(): Promise<void> {
       return;
     }
     default:
-      console.error(scenario && scenario !== 'help' && scenario !== '--help' ? `unknown scenario: ${scenario}\n\n${USAGE}` : USAGE);
-      process.exitCode = scenario ? 2 : 0;
+      throw new Error(`no runner for scenario ${scenario}`); // SCENARIOS lists only scenarios handled above
   }
 }
 

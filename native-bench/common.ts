@@ -233,28 +233,6 @@ export function ensureTool(bin: string, pkg = bin): string {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Simple `--key value` / `--flag` parser. Returns positional args and a map of options. */
-export function parseArgs(argv: string[]): { positional: string[]; opts: Map<string, string> } {
-  const positional: string[] = [];
-  const opts = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a.startsWith('--')) {
-      const eq = a.indexOf('=');
-      if (eq > 0) {
-        opts.set(a.slice(2, eq), a.slice(eq + 1));
-      } else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) {
-        opts.set(a.slice(2), argv[++i]);
-      } else {
-        opts.set(a.slice(2), 'true');
-      }
-    } else {
-      positional.push(a);
-    }
-  }
-  return { positional, opts };
-}
-
 export function numOpt(opts: Map<string, string>, key: string, def: number): number {
   const v = opts.get(key);
   if (v === undefined) return def;

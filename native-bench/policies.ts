@@ -9,6 +9,7 @@
  * multiplied by X (throughputs divided by X) to be in engine time, the simulator's unit. The raw
  * measurements are kept under `live_real`.
  */
+import { ENGINE_FLAGS } from './engine-flags.js';
 import type { RunFigures } from '../src/sim/types.js';
 import { setMaxListeners } from 'node:events';
 import { mkdirSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -32,16 +33,6 @@ import { streamCompletion, type StreamOutcome } from './stream.js';
 export const DEFAULT_POLICIES = ['round_robin', 'least_request', 'scored'];
 export const DEFAULT_TRACE = path.join(REPO_ROOT, '..', 'shared', 'traces', 'mooncake_synthetic_trace.jsonl');
 
-/** Engine flags passed to both the mocks (as CLI flags) and the simulator (as profile keys). */
-const ENGINE_FLAGS: Array<[flag: string, key: keyof EngineProfile]> = [
-  ['max-num-seqs', 'maxNumSeqs'],
-  ['max-num-batched-tokens', 'maxNumBatchedTokens'],
-  ['kv-blocks', 'numGpuBlocks'],
-  ['block-size', 'blockSize'],
-  ['prefill-tokens-per-s', 'prefillTokensPerS'],
-  ['decode-ms', 'decodeMs'],
-  ['max-loras', 'maxLoras'],
-];
 
 export interface EndpointLoad {
   endpoint: string;

@@ -42,6 +42,10 @@ async function main(argv: string[]): Promise<number> {
       return command === undefined ? 1 : 0;
     case 'version':
     case '--version':
+      if (rest.includes('--help') || rest.includes('-h')) {
+        process.stdout.write('Usage: infergate version\n\nPrints the version of infergate.\n');
+        return 0;
+      }
       process.stdout.write(`${version()}\n`);
       return 0;
     case 'serve':
@@ -49,6 +53,14 @@ async function main(argv: string[]): Promise<number> {
     case 'check-config':
       return checkConfig(rest);
     case 'schema': {
+      if (rest.includes('--help') || rest.includes('-h')) {
+        process.stdout.write('Usage: infergate schema\n\nPrints the JSON Schema of the config file (every key, its type and default) on stdout.\n');
+        return 0;
+      }
+      if (rest.length > 0) {
+        process.stderr.write(`infergate schema: takes no arguments (got ${rest.join(' ')})\n`);
+        return 2;
+      }
       const { configJsonSchema } = await import('./config/schema.js');
       process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
       return 0;
