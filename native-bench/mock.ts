@@ -1,5 +1,5 @@
 /**
- * `mock` (issue #3): how many streamed SSE events per second one `infergate mock --count K` process emits,
+ * `mock`: how many streamed SSE events per second one `infergate mock --count K` process emits,
  * so that it is never the bottleneck of the other benchmarks. The mock runs as a real child process; C
  * closed-loop streaming chat-completion clients (undici, short prompts, `max_tokens` M) are spread over its
  * K servers and count `data:` events as they arrive ([DONE] excluded) for D seconds after a 1 s warm-up.

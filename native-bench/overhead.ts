@@ -1,5 +1,5 @@
 /**
- * `overhead` (issue #2): what a proxy costs in throughput and latency. The same fast upstream is reached
+ * `overhead`: what a proxy costs in throughput and latency. The same fast upstream is reached
  * directly, through nginx (1 worker) and through infergate, with the same load generator (wrk), for a
  * small JSON answer and a 20-event SSE stream, at several connection counts. Then, with a fixed-rate
  * open-loop client at half of nginx's saturation rate, the latency each proxy adds over direct.

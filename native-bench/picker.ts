@@ -1,5 +1,5 @@
 /**
- * `picker` (issue #4): the router's pick time with 64 endpoints, a 200k-block prefix index and 16k-char
+ * `picker`: the router's pick time with 64 endpoints, a 200k-block prefix index and 16k-char
  * prompts (the time includes hashing the prompt), and the index's memory per block. Uses src/routing's
  * Router directly (pure, no sockets). The measurement runs in a child process started with
  * `--expose-gc`, so heap before/after filling the index can be compared after full collections.

@@ -1,5 +1,5 @@
 /**
- * `policies` (issue #6): the live system against the simulator. For each policy, K mock servers (fresh,
+ * `policies`: the live system against the simulator. For each policy, K mock servers (fresh,
  * so every policy starts cold) and the gateway run as real processes; the workload is replayed open-loop
  * as real streaming requests at its arrival times / time-scale; the client measures TTFT, ITL, e2e,
  * throughput, errors and 429s; the mocks' /metrics are polled for prefix-cache hits and per-endpoint load.

@@ -20,7 +20,8 @@ Commands:
                              (see "infergate simulate --help")
   version                    print the version
 
-Environment: LOG_LEVEL (default info; the config's logging.level wins for serve).
+Environment: LOG_LEVEL (fatal|error|warn|info|debug|trace|silent) wins over the config's logging.level
+(serve, demo); without either the level is info.
 `;
 
 const SERVE_HELP = `Usage: infergate serve --config FILE
@@ -29,6 +30,7 @@ Runs the gateway described by FILE (YAML; see config/ for examples, "infergate s
 Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PORT" when ready.
 A bad config exits 1 before listening, naming each problem with its key path and line.
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
+LOG_LEVEL, when set, wins over the config's logging.level.
 `;
 
 async function main(argv: string[]): Promise<number> {

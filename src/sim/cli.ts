@@ -35,7 +35,7 @@ Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
 Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
-  --targets                 check issue #5's routing-quality targets on each result
+  --targets                 check the routing-quality targets on each result
   --tune                    search scorer weights and saturation thresholds for the lowest scored
                             TTFT p99; print the gain and a YAML block to paste into a config
   --tune-budget N           runs the search may use (default 40)

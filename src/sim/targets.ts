@@ -1,5 +1,5 @@
 /**
- * The routing-quality targets of issue #5, checked on one result:
+ * The routing-quality targets (see src/sim/README.md), checked on one result:
  * - contended (round_robin TTFT p99 ≥ 5 × oracle's) on a workload with sharing: scored TTFT p99 ≤ 0.15 ×
  *   round_robin and ≤ 0.5 × least_request; scored TTFT p50 and p99 ≤ 1.2 × oracle; scored ITL p99 ≤ 1.1 ×
  *   least_request;
