@@ -140,7 +140,7 @@ export class Gateway implements GatewayContext {
   }
 }
 
+/** The address as bound, in URL form (an IPv6 address in brackets): 0.0.0.0 says "every interface". */
 function hostForUrl(host: string): string {
-  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
   return host.includes(':') ? `[${host}]` : host;
 }
