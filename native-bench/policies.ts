@@ -31,7 +31,8 @@ import { renderPoliciesReport } from './report.js';
 import { streamCompletion, type StreamOutcome } from './stream.js';
 
 export const DEFAULT_POLICIES = ['round_robin', 'least_request', 'scored'];
-export const DEFAULT_TRACE = path.join(REPO_ROOT, '..', 'shared', 'traces', 'mooncake_synthetic_trace.jsonl');
+/** The trace shipped in the repository (native-bench/traces/README.md). */
+export const DEFAULT_TRACE = path.join(REPO_ROOT, 'native-bench', 'traces', 'mooncake-first400.jsonl');
 
 
 export interface EndpointLoad {

@@ -1,6 +1,7 @@
 /** `infergate simulate`: argument parsing, output (table on stdout, JSON file), exit codes. */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, type EngineProfile } from '../engine/index.js';
 import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
@@ -12,14 +13,19 @@ import { loadTrace, toTraceJsonl } from './trace.js';
 import { tune } from './tune.js';
 import type { SimRequest, SimResult } from './types.js';
 
-export const SIMULATE_HELP = `Usage: infergate simulate (--trace FILE | --generate NAME) [options]
+/** The trace shipped in the repository (native-bench/traces/README.md), the workload when none is named. */
+export const DEFAULT_TRACE = fileURLToPath(new URL('../../native-bench/traces/mooncake-first400.jsonl', import.meta.url));
+
+export const SIMULATE_HELP = `Usage: infergate simulate [--trace FILE | --generate NAME] [options]
 
 Replays traffic in virtual time against N simulated vLLM servers (the mock's engine model), once per
 routing policy, with the gateway's own picker; prints a table and writes the result JSON. The same inputs
 and --seed give byte-identical JSON.
 
 Workload:
-  --trace FILE              a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)
+  --trace FILE              a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids);
+                            without --trace or --generate: native-bench/traces/mooncake-first400.jsonl,
+                            the first 400 requests of the public Mooncake trace, shipped in the repository
   --generate NAME           a seeded generator: ${GENERATORS.join(', ')}
   --requests N              use the first N requests (generators: how many to make; default 1000,
                             shared-prefix 4000, rag 3000)
@@ -116,8 +122,8 @@ function run(argv: string[], io: SimIo): number {
     io.out(SIMULATE_HELP);
     return 0;
   }
-  if ((values.trace === undefined) === (values.generate === undefined)) {
-    throw new UsageError('give exactly one of --trace FILE or --generate NAME');
+  if (values.trace !== undefined && values.generate !== undefined) {
+    throw new UsageError('give one of --trace FILE or --generate NAME, not both');
   }
   const seed = num(values.seed, 'seed', { int: true, min: 0 }) ?? 1;
   const limit = num(values.requests, 'requests', { int: true, min: 1 });
@@ -144,9 +150,10 @@ function run(argv: string[], io: SimIo): number {
 
   let requests: SimRequest[];
   let label: string;
-  if (values.trace !== undefined) {
-    requests = loadTrace(values.trace, limit);
-    label = values.trace;
+  if (values.generate === undefined) {
+    const trace = values.trace ?? DEFAULT_TRACE;
+    requests = loadTrace(trace, limit);
+    label = values.trace ?? 'mooncake-first400 (shipped)';
   } else {
     requests = generateWorkload(values.generate!, {
       seed,

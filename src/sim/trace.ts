@@ -1,5 +1,5 @@
 /**
- * Mooncake traces (see shared/traces/README.md) and the two views of a block chain:
+ * Mooncake traces (see native-bench/traces/README.md) and the two views of a block chain:
  * - for the simulated engine, token ids derived from (block id, position in block);
  * - for the router, 64-char prefix-block hashes derived from (block id, char offset), chained, so that
  *   requests sharing leading hash_ids share leading router blocks too (and only leading ones);

@@ -81,8 +81,11 @@ t.test('CLI: usage errors exit 2, help exits 0', async (t) => {
   let err = '';
   let out = '';
   const io = { out: (s: string) => void (out += s), err: (s: string) => void (err += s) };
-  t.equal(await simulateMain([], io), 2, 'no workload');
+  t.equal(await simulateMain(['--trace', 'x.jsonl', '--generate', 'rag'], io), 2, 'two workloads');
   t.equal(await simulateMain(['--generate', 'nope'], io), 2, 'unknown generator');
+  out = '';
+  t.equal(await simulateMain(['--requests', '30', '--policies', 'scored'], io), 0, 'no workload named: the shipped trace');
+  t.match(out, /mooncake-first400 \(shipped\): 30 requests/);
   t.equal(await simulateMain(['--generate', 'rag', '--policies', 'best'], io), 2, 'unknown policy');
   t.equal(await simulateMain(['--generate', 'rag', '--endpoints', 'x'], io), 2, 'bad number');
   t.equal(await simulateMain(['--bogus'], io), 2, 'unknown flag');
