@@ -151,7 +151,9 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     const msg = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`infergate: ${msg}\n`);
-    process.exitCode = 1;
+    // node's parseArgs refusing an option or a missing value is a usage error: exit 2, as everywhere
+    const usage = String((err as { code?: unknown }).code ?? '').startsWith('ERR_PARSE_ARGS');
+    process.stderr.write(`infergate: ${msg}${usage ? '\n(infergate COMMAND --help lists the options)' : ''}\n`);
+    process.exitCode = usage ? 2 : 1;
   },
 );

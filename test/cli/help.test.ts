@@ -56,4 +56,9 @@ t.test('usage errors exit 2 and list what is known', async (t) => {
   t.equal(run(BENCH, []).status, 2, 'no scenario');
   t.equal(run(CLI, ['nope']).status, 2, 'an unknown command');
   t.equal(run(CLI, ['schema', 'extra']).status, 2, 'schema takes no arguments');
+  for (const c of ['serve', 'check-config', 'mock', 'demo', 'simulate']) {
+    const r = run(CLI, [c, '--bogus']);
+    t.equal(r.status, 2, `${c} --bogus: exit 2`);
+    t.match(r.stderr, /--bogus/, `${c}: names the option`);
+  }
 });
