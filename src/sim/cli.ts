@@ -7,7 +7,7 @@ import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
 import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
-import { formatTable } from './table.js';
+import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
 import { tune } from './tune.js';
@@ -190,6 +190,7 @@ function run(argv: string[], io: SimIo): number {
       );
       if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ ...res, tune: { gain: t.gain, evaluations: t.evaluations, settings: t.best.settings } }, null, 2) + '\n');
     }
+    io.out(TABLE_LEGEND);
     return 0;
   }
 
@@ -201,6 +202,7 @@ function run(argv: string[], io: SimIo): number {
     if (values.targets) io.out(formatTargets(checkTargets(res)));
     if (scales.length > 1) io.out('\n');
   }
+  io.out(TABLE_LEGEND);
   if (values.json !== undefined) {
     const out = results.length === 1 ? results[0] : { sweep: results };
     writeFileSync(values.json, JSON.stringify(out, null, 2) + '\n');

@@ -35,3 +35,11 @@ export function formatTable(res: SimResult): string {
   lines.splice(1, 0, widths.map((n) => '-'.repeat(n)).join('  '));
   return [head, ...lines].join('\n') + '\n';
 }
+
+/** What the table's columns mean, printed once under the last table. */
+export const TABLE_LEGEND = `columns: done = requests completed, err = failed, rej = refused with 429 (every endpoint saturated);
+ttft = time to first token, itl = gap between tokens, e2e = whole request (ms of engine time; "12.3s" = seconds);
+percentiles are over completed requests only, so compare rej too; req/s = completions per second; tok/s =
+output tokens per second; hit% = prompt tokens served from the engines' prefix caches. oracle = a yardstick
+that reads each engine's true queue and cache (no real router can), not a policy to deploy.
+`;

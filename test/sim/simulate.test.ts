@@ -33,6 +33,7 @@ t.test('byte-identical JSON for the same inputs and seed (API and CLI)', async (
     for (const k of ['ttft_ms', 'itl_ms', 'e2e_ms']) t.same(Object.keys(r[k]), ['p50', 'p90', 'p99', 'mean']);
   }
   t.match(printed, /round_robin/, 'a table on stdout');
+  t.match(printed, /columns: done = requests completed.*\n[\s\S]*hit% = /, 'and what its columns mean');
 });
 
 t.test('every request is completed, rejected or an error', async (t) => {
