@@ -20,7 +20,7 @@ export const SIMULATE_HELP = `Usage: infergate simulate [--trace FILE | --genera
 
 Replays traffic in virtual time against N simulated vLLM servers (the mock's engine model), once per
 routing policy, with the gateway's own picker; prints a table and writes the result JSON. The same inputs
-and --seed give byte-identical JSON.
+and --seed give byte-identical JSON. On a terminal, a progress line per policy goes to stderr.
 
 Workload:
   --trace FILE              a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids);
@@ -64,12 +64,27 @@ const list = (v: string | undefined) => (v === undefined ? undefined : v.split('
 export interface SimIo {
   out(s: string): void;
   err(s: string): void;
+  /** progress lines go to err only when it is a terminal (a log file or CI stays quiet) */
+  progress?: boolean;
 }
 
 const STDIO: SimIo = {
   out: (s) => void process.stdout.write(s),
   err: (s) => void process.stderr.write(s),
+  progress: process.stderr.isTTY === true,
 };
+
+/** A progress line for one simulation: which policy finished, how far, and an estimate of the time left. */
+function progressReporter(io: SimIo, what: string): ((policy: string, done: number, of: number) => void) | undefined {
+  if (!io.progress) return undefined;
+  const t0 = performance.now();
+  io.err(`${what}: running…\n`);
+  return (policy, done, of) => {
+    const spent = (performance.now() - t0) / 1000;
+    const left = done < of ? `, about ${Math.ceil((spent / done) * (of - done))} s left` : '';
+    io.err(`${what}: ${policy} done (${done}/${of}, ${spent.toFixed(1)} s${left})\n`);
+  };
+}
 
 /** `infergate simulate ARGS`; resolves to the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<number> {
@@ -196,7 +211,8 @@ function run(argv: string[], io: SimIo): number {
 
   const results: SimResult[] = [];
   for (const scale of scales) {
-    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale });
+    const onPolicyDone = progressReporter(io, `x${scale}, ${requests.length} requests, ${endpoints} endpoints`);
+    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone });
     results.push(res);
     io.out(formatTable(res));
     if (values.targets) io.out(formatTargets(checkTargets(res)));

@@ -27,6 +27,8 @@ export interface SimulationOptions {
   pool?: PoolSettings;
   /** seeds the router's random policy (default 1) */
   seed?: number;
+  /** called after each policy's run (progress for a terminal): its name, how many are done, of how many */
+  onPolicyDone?: (policy: string, done: number, of: number) => void;
   /** arrivals X times denser (default 1) */
   rateScale?: number;
 }
@@ -83,7 +85,11 @@ export function runSimulation(opts: SimulationOptions): SimResult {
   const requests = rateScale === 1 ? opts.requests : scaleArrivals(opts.requests, rateScale);
   const profile = profileFor(requests, opts.profile);
   const pool = opts.pool ?? {};
-  const runs = policies.map((p) => runPolicy(p, requests, { endpoints, profile, pool, seed }));
+  const runs = policies.map((p, i) => {
+    const run = runPolicy(p, requests, { endpoints, profile, pool, seed });
+    opts.onPolicyDone?.(p, i + 1, policies.length);
+    return run;
+  });
   const full: EngineProfile = { ...DEFAULT_PROFILE, ...profile } as EngineProfile;
   return {
     workload: {

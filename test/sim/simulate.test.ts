@@ -87,6 +87,14 @@ t.test('CLI: usage errors exit 2, help exits 0', async (t) => {
   out = '';
   t.equal(await simulateMain(['--requests', '30', '--policies', 'scored'], io), 0, 'no workload named: the shipped trace');
   t.match(out, /mooncake-first400 \(shipped\): 30 requests/);
+  // progress goes to stderr only when it is a terminal
+  let progress = '';
+  const tty = { out: () => undefined, err: (s: string) => void (progress += s), progress: true };
+  t.equal(await simulateMain(['--requests', '30', '--policies', 'round_robin,scored'], tty), 0);
+  t.match(progress, /round_robin done \(1\/2, [\d.]+ s, about \d+ s left\)\n.*scored done \(2\/2, [\d.]+ s\)\n/s, 'one line per policy, with the time left');
+  err = '';
+  t.equal(await simulateMain(['--requests', '30', '--policies', 'scored'], io), 0);
+  t.equal(err, '', 'no progress when not a terminal');
   t.equal(await simulateMain(['--generate', 'rag', '--policies', 'best'], io), 2, 'unknown policy');
   t.equal(await simulateMain(['--generate', 'rag', '--endpoints', 'x'], io), 2, 'bad number');
   t.equal(await simulateMain(['--bogus'], io), 2, 'unknown flag');
