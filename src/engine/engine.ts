@@ -110,10 +110,7 @@ export class Engine {
   private plannedTokens: number[] = [];
   private pendingEvents: EngineEvent[] = [];
   private inFlight = false;
-  private stepStart = 0;
   private stepEnd = 0;
-  private lastDecodeSeqs = 0;
-  private lastDecodeCtx = 0;
 
   private prefixQueries = 0;
   private prefixHits = 0;
@@ -367,10 +364,7 @@ export class Engine {
     if (planned.length === 0) return null;
     this.inFlight = true;
     this.stepsTotal++;
-    this.lastDecodeSeqs = decodeSeqs;
-    this.lastDecodeCtx = decodeCtx;
     const d = stepCostMs(p, prefillTokens, decodeSeqs, decodeCtx, loraLoads);
-    this.stepStart = now;
     this.stepEnd = now + d;
     return d;
   }

@@ -1,4 +1,4 @@
-/** Byte-chunk helpers shared by the front (request bodies) and the relay (answers). */
+/** Byte-chunk helpers: the empty buffer (bodies and answers) and joining an answer's chunks (the relay). */
 
 export const EMPTY = Buffer.alloc(0);
 

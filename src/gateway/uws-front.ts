@@ -68,7 +68,7 @@ export class Front {
     const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
     this.app.post(path, (res, req) => {
-      const request = readRequest(req);
+      const request = requestHead(req);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
       let collector: BodyCollector | undefined;
@@ -213,7 +213,7 @@ function collectHeader(key: string, value: string): void {
   collecting.push(key, value);
 }
 
-function readRequest(req: HttpRequest): ClientRequest {
+function requestHead(req: HttpRequest): ClientRequest {
   const headers: string[] = [];
   collecting = headers;
   req.forEach(collectHeader);
