@@ -28,6 +28,8 @@ import { startGateway, type Gateway } from './gateway.js';
 import { DEFAULT_LAG_BOUND_P99_MS, checkLag, runSchedule, type LagReport } from './lag.js';
 import { vllmSample, type VllmSample } from './prom.js';
 import { renderPoliciesReport } from './report.js';
+import { offeredFigures, sloSpecs, type SloSpec } from '../src/sim/slo.js';
+import { parseDuration } from '../src/common/units.js';
 import { streamCompletion, type StreamOutcome } from './stream.js';
 
 export const DEFAULT_POLICIES = ['round_robin', 'least_request', 'scored'];
@@ -59,6 +61,8 @@ export interface LiveRun extends RunFigures {
   timeseries: Record<string, Array<[number, number, number, number]>>;
   /** for the report: TTFT values in engine ms (sorted) */
   ttft_values_ms: number[];
+  /** for the report: per offered request, TTFT in engine ms (Infinity when shed or failed) */
+  ttft_offered_values_ms: number[];
 }
 
 interface Workload { label: string; requests: SimRequest[] }
@@ -167,6 +171,7 @@ export interface LiveSettings {
   metricsIntervalMs: number;
   staleAfterMs: number;
   tmp: string;
+  slos: SloSpec[];
 }
 
 async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings): Promise<LiveRun> {
@@ -299,7 +304,14 @@ function summarizeLive(policy: string, n: number, outcomes: Array<StreamOutcome 
     per_endpoint: perEndpoint,
     timeseries: Object.fromEntries(endpoints.map((e) => [e, poller.samples.get(e) ?? []])),
     ttft_values_ms: ttft.map((v) => round(v * X, 2)).sort((a, b) => a - b),
+    ttft_offered_values_ms: [],
   };
+  // The yardstick over offered requests, in engine time like the rest (shared/spec/README.md).
+  const isOk = (o: StreamOutcome | null): o is StreamOutcome => !!o && o.status === 200 && !o.error;
+  const offeredTtft = outcomes.map((o) => (isOk(o) ? o.ttftMs * X : NaN));
+  const meanItl = outcomes.map((o) => (isOk(o) ? (o.itlMs.length ? (o.itlMs.reduce((a, b) => a + b, 0) / o.itlMs.length) * X : 0) : NaN));
+  Object.assign(run, offeredFigures(offeredTtft, meanItl, rejected, durS * X, s.slos));
+  run.ttft_offered_values_ms = offeredTtft.map((v) => (Number.isNaN(v) ? Infinity : round(v, 2)));
   if (!lag.valid) run.invalid_reason = lag.invalid_reason;
   return run;
 }
@@ -344,6 +356,12 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const metricsIntervalMs = numOpt(opts, 'metrics-interval-ms', 50);
   const staleAfterMs = numOpt(opts, 'stale-after-ms', 1000);
   const doSim = !opts.has('no-sim');
+  const durationList = (name: string): number[] | undefined => opts.get(name)?.split(',').map((v) => {
+    const ms = /^\d+(\.\d+)?$/.test(v.trim()) ? null : parseDuration(v);
+    if (ms === null || !(ms > 0)) throw new Error(`--${name} takes durations with a unit, such as 2s or 100ms, not "${v}"`);
+    return ms;
+  });
+  const slos = sloSpecs(durationList('slo-ttft'), durationList('slo-itl')?.[0]);
   const engineArgs: string[] = [];
   const profile: Partial<EngineProfile> = {};
   for (const [flag, key] of ENGINE_FLAGS) {
@@ -355,7 +373,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const wl = loadWorkload(opts);
   if (wl.requests.length === 0) throw new Error('the workload is empty');
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'infergate-policies-'));
-  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp };
+  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp, slos };
   const span = (wl.requests[wl.requests.length - 1].arrivalMs - wl.requests[0].arrivalMs) / timeScale / 1000;
   process.stderr.write(`policies: ${wl.requests.length} requests from ${wl.label}, ${endpoints} mocks, time-scale ${timeScale} (schedule ${round(span, 1)} s real per policy), policies ${policies.join(', ')}\n`);
   const live: LiveRun[] = [];
@@ -374,7 +392,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
       const t = performance.now();
       const simReqs = wl.requests.map((r) => ({ ...r, prompt: renderPrompt(requestBody(r, seed)) }));
       sim = runSimulation({
-        requests: simReqs, trace: wl.label, endpoints, profile, policies, seed,
+        requests: simReqs, trace: wl.label, endpoints, profile, policies, seed, slos,
         pool: { metrics: { interval: metricsIntervalMs * timeScale, stale_after: staleAfterMs * timeScale } },
       });
       process.stderr.write(`simulate: ${round((performance.now() - t) / 1000, 1)} s\n`);
@@ -386,7 +404,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const comparison = sim ? compare(live, sim.runs) : [];
   const invalid = live.filter((r) => !r.valid);
   const valid = invalid.length === 0;
-  const runsForJson = live.map(({ timeseries: _ts, ttft_values_ms: _tv, ...rest }) => rest);
+  const runsForJson = live.map(({ timeseries: _ts, ttft_values_ms: _tv, ttft_offered_values_ms: _to, ...rest }) => rest);
   const body: Record<string, unknown> = {
     valid,
     ...(valid ? {} : { invalid_reason: invalid.map((r) => `${r.policy}: ${r.invalid_reason}`).join('; ') }),
@@ -400,7 +418,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
     agreement: comparison.length ? { within_20pct: comparison.filter((c) => c.within_20pct).length, of: comparison.length } : null,
     timeseries: Object.fromEntries(live.map((r) => [r.policy, r.timeseries])),
   };
-  const settingsJson = { endpoints, time_scale: timeScale, seed, policies, requests: wl.requests.length, workload: wl.label, engine_flags: engineArgs, lag_bound_p99_ms: lagBoundMs, drain_s: drainS, gateway_metrics_interval_ms: metricsIntervalMs, gateway_stale_after_ms: staleAfterMs, metrics_poll_ms: 250, client: 'undici Pool, open loop, streaming chat completions' };
+  const settingsJson = { slo: slos.map((x) => ({ ttft_ms: x.ttftMs, itl_ms: x.itlMs })), endpoints, time_scale: timeScale, seed, policies, requests: wl.requests.length, workload: wl.label, engine_flags: engineArgs, lag_bound_p99_ms: lagBoundMs, drain_s: drainS, gateway_metrics_interval_ms: metricsIntervalMs, gateway_stale_after_ms: staleAfterMs, metrics_poll_ms: 250, client: 'undici Pool, open loop, streaming chat completions' };
   const file = writeResult(out, 'result.json', 'policies', settingsJson, body);
   mkdirSync(out, { recursive: true });
   const html = renderPoliciesReport({ settings: settingsJson, live, sim: sim?.runs ?? [], comparison, valid, invalidReason: body.invalid_reason as string | undefined, timeScale });

@@ -6,6 +6,8 @@ import { simConfig, type PoolSettings } from './config.js';
 import { runLoop, type LoopOptions } from './loop.js';
 import { oraclePolicy } from './policies.js';
 import { endpointName, routerPolicy } from './router-policy.js';
+import type { RequestRecord } from './run-stats.js';
+import type { SloSpec } from './slo.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
 
 /** The router's policies (in the order runs are reported) and the oracle. */
@@ -31,6 +33,10 @@ export interface SimulationOptions {
   onPolicyDone?: (policy: string, done: number, of: number) => void;
   /** arrivals X times denser (default 1) */
   rateScale?: number;
+  /** latency objectives for the runs' `slo` figures (default DEFAULT_SLOS) */
+  slos?: readonly SloSpec[];
+  /** called once per request as it ends, with its policy (e.g. for a report's CDF) */
+  onRecord?: (policy: string, rec: RequestRecord) => void;
 }
 
 /** The requests with arrivals compressed by rateScale (a copy; the input is not changed). */
@@ -64,7 +70,7 @@ export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
 export function runPolicy(
   policy: SimPolicyName,
   requests: readonly SimRequest[],
-  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record'] },
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[] },
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
@@ -74,7 +80,7 @@ export function runPolicy(
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
       : routerPolicy(setup, policy, opts.seed, opts.profile);
-  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record });
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos });
 }
 
 export function runSimulation(opts: SimulationOptions): SimResult {
@@ -86,7 +92,9 @@ export function runSimulation(opts: SimulationOptions): SimResult {
   const profile = profileFor(requests, opts.profile);
   const pool = opts.pool ?? {};
   const runs = policies.map((p, i) => {
-    const run = runPolicy(p, requests, { endpoints, profile, pool, seed });
+    const onRecord = opts.onRecord;
+    const record = onRecord ? (rec: RequestRecord) => onRecord(p, rec) : undefined;
+    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record });
     opts.onPolicyDone?.(p, i + 1, policies.length);
     return run;
   });
