@@ -23,7 +23,7 @@ import { SIM_MODEL } from '../src/sim/config.js';
 import type { SimRequest, RunResult as SimRun } from '../src/sim/types.js';
 import type { EngineProfile } from '../src/engine/index.js';
 import { renderPrompt } from '../src/openai/prompt.js';
-import { INFERGATE_CLI, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
+import { INFERGATE_CLI, Progress, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
 import { startGateway, type Gateway } from './gateway.js';
 import { DEFAULT_LAG_BOUND_P99_MS, checkLag, runSchedule, type LagReport } from './lag.js';
 import { vllmSample, type VllmSample } from './prom.js';
@@ -156,11 +156,6 @@ async function waitReady(gw: Gateway, timeoutMs: number): Promise<void> {
   }
 }
 
-function progress(line: string, final = false): void {
-  if (process.stderr.isTTY) process.stderr.write(`\r${line}\x1b[K${final ? '\n' : ''}`);
-  else process.stderr.write(`${line}\n`);
-}
-
 export interface LiveSettings {
   endpoints: number;
   timeScale: number;
@@ -172,12 +167,14 @@ export interface LiveSettings {
   staleAfterMs: number;
   tmp: string;
   slos: SloSpec[];
+  progress: Progress;
 }
 
 async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings): Promise<LiveRun> {
   const loras = [...new Set(reqs.map((r) => r.lora).filter((x): x is string => !!x))].sort();
   const models = [...new Set(reqs.map(modelOf))];
   const mocks = await startMocks(s.endpoints, s.timeScale, loras, s.engineArgs, s.seed);
+  const progress = s.progress;
   let gw: Gateway | null = null;
   let poller: MetricsPoller | null = null;
   const outcomes: Array<StreamOutcome | null> = new Array(reqs.length).fill(null);
@@ -206,7 +203,7 @@ async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings
     poller.start();
     const prog = setInterval(() => {
       const el = (performance.now() - startedAt) / 1000;
-      progress(`[${policy}] ${done}/${total} done, ${inflight} in flight, ${round(done / Math.max(el, 0.001), 1)} req/s, errors ${errors}, 429s ${rejected}, ${round(el, 0)} s`);
+      progress.line(`${policy}: ${done}/${total} requests done, ${inflight} in flight, ${round(done / Math.max(el, 0.001), 1)} req/s, errors ${errors}, 429s ${rejected}, ${round(el, 0)} s`);
     }, 1000);
     const span = schedule.length ? schedule[schedule.length - 1] : 0;
     const deadlineTimer = setTimeout(() => abort.abort(), span + s.drainS * 1000);
@@ -234,7 +231,7 @@ async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings
     } finally {
       clearTimeout(deadlineTimer);
       clearInterval(prog);
-      progress(`[${policy}] ${done}/${total} done, errors ${errors}, 429s ${rejected}, ${round((performance.now() - startedAt) / 1000, 1)} s`, true);
+      progress.stepDone(`${policy}: ${done}/${total} done, errors ${errors}, 429s ${rejected}, ${round((performance.now() - startedAt) / 1000, 1)} s`);
       await dispatcher.close().catch(() => undefined);
     }
   } finally {
@@ -373,12 +370,17 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const wl = loadWorkload(opts);
   if (wl.requests.length === 0) throw new Error('the workload is empty');
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'infergate-policies-'));
-  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp, slos };
+  const progress = new Progress('policies', policies.length);
+  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp, slos, progress };
   const span = (wl.requests[wl.requests.length - 1].arrivalMs - wl.requests[0].arrivalMs) / timeScale / 1000;
   process.stderr.write(`policies: ${wl.requests.length} requests from ${wl.label}, ${endpoints} mocks, time-scale ${timeScale} (schedule ${round(span, 1)} s real per policy), policies ${policies.join(', ')}\n`);
   const live: LiveRun[] = [];
   try {
-    for (const p of policies) live.push(await runLivePolicy(p, wl.requests, settings));
+    for (const p of policies) {
+      progress.step(`${p}: starting mocks and the gateway`);
+      live.push(await runLivePolicy(p, wl.requests, settings));
+    }
+    progress.finish();
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
