@@ -110,3 +110,32 @@ t.test('schema prints a JSON Schema; --help and unknown commands', async (t) => 
   t.equal(await u.exited(), 2);
   t.match(u.stderr(), /unknown command/);
 });
+
+t.test('a duration without its unit is refused, naming the key and the fix', async (t) => {
+  const f = file(
+    'bare-duration.yaml',
+    [
+      'auth: { mode: none, allow_unauthenticated: true }',
+      'limits:',
+      '  request_timeout: 600',
+      '  first_byte_timeout: "10"',
+      'models: [{ name: m, pool: p }]',
+      'pools:',
+      '  p:',
+      '    endpoints: [127.0.0.1:8001]',
+      '    metrics: { interval: 2x }',
+      '    saturation: { retry_after: 5 }',
+    ].join('\n'),
+  );
+  const p = runCli(['check-config', f]);
+  t.equal(await p.exited(), 1);
+  const err = p.stderr();
+  t.match(err, /bare-duration\.yaml:3: limits\.request_timeout: a duration needs a unit: write "600s" for seconds or "600ms" for milliseconds/);
+  t.match(err, /:4: limits\.first_byte_timeout: a duration needs a unit: write "10s"/, 'a quoted bare number too');
+  t.match(err, /:9: pools\.p\.metrics\.interval: not a duration: "2x"/);
+  t.match(err, /:10: pools\.p\.saturation\.retry_after: a duration needs a unit: write "5s"/);
+  const schema = runCli(['schema']);
+  t.equal(await schema.exited(), 0);
+  const s = JSON.parse(schema.stdout());
+  t.match(s.properties.limits.properties.request_timeout, { type: 'string', pattern: /ms\|s\|m\|h/ }, 'editors see the pattern');
+});
