@@ -103,7 +103,7 @@ const limits = z
     /** Tries on another endpoint when one fails before its first response byte. */
     retries: z.number().int().min(0).max(5).default(1),
     /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
-    drain_timeout: duration('30s'),
+    drain_timeout: duration('8s'),
   })
   .prefault({});
 
