@@ -9,6 +9,7 @@ import { GENERATORS, generateWorkload } from './generators.js';
 import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
+import type { ReplicaOptions } from './router-policy.js';
 import { sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
@@ -42,6 +43,12 @@ Pool:
   --seed N                  seeds generators and the random policy (default 1)
 Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
+Replicas (several gateways, each with its own router, behind a client-side spread; not the oracle):
+  --replicas N              gateway replicas (default 1)
+  --share none|events       none: each learns only its own picks (default); events: every learned pick
+                            reaches the other replicas after --share-delay-ms
+  --share-delay-ms D        virtual ms before the others apply a replica's pick (default 5)
+  --spread round_robin|random   how requests are spread over replicas (default round_robin)
 Yardstick:
   --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 2s): a request meets an SLO
                             when it completed within the bound and its mean gap between tokens ≤ --slo-itl;
@@ -157,6 +164,10 @@ function run(argv: string[], io: SimIo): number {
         config: { type: 'string' },
         seed: { type: 'string' },
         ...ENGINE_FLAG_OPTIONS,
+        replicas: { type: 'string' },
+        share: { type: 'string' },
+        'share-delay-ms': { type: 'string' },
+        spread: { type: 'string' },
         'slo-ttft': { type: 'string' },
         'slo-itl': { type: 'string' },
         json: { type: 'string' },
@@ -197,6 +208,17 @@ function run(argv: string[], io: SimIo): number {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+
+  const share = values.share ?? 'none';
+  if (share !== 'none' && share !== 'events') throw new UsageError(`--share must be none or events, not "${share}"`);
+  const spread = values.spread ?? 'round_robin';
+  if (spread !== 'round_robin' && spread !== 'random') throw new UsageError(`--spread must be round_robin or random, not "${spread}"`);
+  const replicas: ReplicaOptions = {
+    replicas: num(values.replicas, 'replicas', { int: true, min: 1 }) ?? 1,
+    share,
+    shareDelayMs: num(values['share-delay-ms'], 'share-delay-ms', { min: 0 }) ?? 5,
+    spread,
+  };
 
   const slos = sloSpecs(
     list(values['slo-ttft'])?.map((v) => duration(v, 'slo-ttft')),
@@ -266,7 +288,7 @@ function run(argv: string[], io: SimIo): number {
   };
   for (const scale of scales) {
     const onPolicyDone = progressReporter(io, `x${scale}, ${requests.length} requests, ${endpoints} endpoints`);
-    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone, slos, onRecord: values.html === undefined ? undefined : records(scale) });
+    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone, slos, replicas, onRecord: values.html === undefined ? undefined : records(scale) });
     results.push(res);
     io.out(formatTable(res));
     if (values.targets) io.out(formatTargets(checkTargets(res)));

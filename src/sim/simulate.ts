@@ -5,7 +5,7 @@ import type { PolicyName } from '../routing/index.js';
 import { simConfig, type PoolSettings } from './config.js';
 import { runLoop, type LoopOptions } from './loop.js';
 import { oraclePolicy } from './policies.js';
-import { endpointName, routerPolicy } from './router-policy.js';
+import { endpointName, routerPolicy, type ReplicaOptions } from './router-policy.js';
 import type { RequestRecord } from './run-stats.js';
 import type { SloSpec } from './slo.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
@@ -35,6 +35,8 @@ export interface SimulationOptions {
   rateScale?: number;
   /** latency objectives for the runs' `slo` figures (default DEFAULT_SLOS) */
   slos?: readonly SloSpec[];
+  /** gateway replicas, each with its own router, and whether they share what they learn (default: one) */
+  replicas?: ReplicaOptions;
   /** called once per request as it ends, with its policy (e.g. for a report's CDF) */
   onRecord?: (policy: string, rec: RequestRecord) => void;
 }
@@ -70,7 +72,7 @@ export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
 export function runPolicy(
   policy: SimPolicyName,
   requests: readonly SimRequest[],
-  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[] },
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[]; replicas?: ReplicaOptions },
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
@@ -79,7 +81,7 @@ export function runPolicy(
   const make =
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
-      : routerPolicy(setup, policy, opts.seed, opts.profile);
+      : routerPolicy(setup, policy, opts.seed, opts.profile, opts.replicas);
   return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos });
 }
 
@@ -94,7 +96,7 @@ export function runSimulation(opts: SimulationOptions): SimResult {
   const runs = policies.map((p, i) => {
     const onRecord = opts.onRecord;
     const record = onRecord ? (rec: RequestRecord) => onRecord(p, rec) : undefined;
-    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record });
+    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record, replicas: opts.replicas });
     opts.onPolicyDone?.(p, i + 1, policies.length);
     return run;
   });
@@ -106,6 +108,9 @@ export function runSimulation(opts: SimulationOptions): SimResult {
       endpoints,
       seed,
       rate_scale: rateScale,
+      ...(opts.replicas && opts.replicas.replicas > 1
+        ? { replicas: opts.replicas.replicas, share: opts.replicas.share, share_delay_ms: opts.replicas.shareDelayMs, spread: opts.replicas.spread }
+        : {}),
       engine: {
         max_num_seqs: full.maxNumSeqs,
         max_num_batched_tokens: full.maxNumBatchedTokens,

@@ -64,6 +64,11 @@ export interface SimResult {
     endpoints: number;
     seed: number;
     rate_scale: number;
+    /** with several gateway replicas (simulate --replicas N > 1) */
+    replicas?: number;
+    share?: 'none' | 'events';
+    share_delay_ms?: number;
+    spread?: 'round_robin' | 'random';
     engine: Record<string, unknown>;
   };
   runs: RunResult[];
