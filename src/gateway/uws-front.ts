@@ -10,12 +10,12 @@
  * (given a length, uWS 20.30 never ends the response). The response object itself is handed on as the
  * ClientSide it satisfies, so a relayed chunk costs no extra layer.
  */
-import { accessSync, constants } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
+import { checkTlsFiles } from './tls-files.js';
 import type { Answer, ClientHandler, ClientRequest, ClientSide } from './client.js';
 
 export interface FrontOptions {
@@ -45,15 +45,13 @@ export class Front {
     const tls = opts.tls;
     if (tls) {
       // uWS does not say why a TLS context fails; check the files first so the error names them.
-      for (const [what, file] of [['certificate', tls.cert], ['key', tls.key]] as const) {
-        try {
-          accessSync(file, constants.R_OK);
-        } catch {
-          throw new Error(`listen.tls: cannot read the ${what} file ${file}`);
-        }
+      checkTlsFiles(tls.cert, tls.key);
+      try {
+        this.app = this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key });
+      } catch (err) {
+        throw new Error(`listen.tls: uWS refused the certificate ${tls.cert} or the key ${tls.key} (${(err as Error).message})`);
       }
-    }
-    this.app = tls ? this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key }) : this.uws.App();
+    } else this.app = this.uws.App();
   }
 
   /**
