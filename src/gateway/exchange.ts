@@ -352,8 +352,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private cut(e: ApiError): void {
     if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
     this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
+    this.closedBy = 'gateway';
+    this.finish(e.status, 'ok'); // first: closing runs onClientAbort at once, which would log a 499
     this.client.close();
-    this.finish(e.status, 'ok');
   }
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */

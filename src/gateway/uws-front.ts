@@ -75,7 +75,7 @@ export class Front {
   private readonly limits: ConnectionLimits | undefined;
   /** requests in progress (counted only when limits are set) */
   private open = 0;
-  /** per client address, when limits.perClient is set: requests in progress, and whose each response is */
+  /** when limits.perClient is set: requests in progress per client address, and each response's address */
   private readonly perClient = new Map<string, number>();
   private readonly owners = new Map<ClientSide, string>();
   private readonly uploads = new Set<Upload>();
