@@ -75,8 +75,9 @@ export class Front {
   private readonly limits: ConnectionLimits | undefined;
   /** requests in progress (counted only when limits are set) */
   private open = 0;
-  /** when limits.perClient is set: requests in progress per client address, and each response's address */
+  /** requests in progress per client address (when limits.perClient is set) */
   private readonly perClient = new Map<string, number>();
+  /** each counted response, with its client's address ('' when not per client): a release counts once */
   private readonly owners = new Map<ClientSide, string>();
   private readonly uploads = new Set<Upload>();
   private uploadSweep: NodeJS.Timeout | undefined;
@@ -244,12 +245,11 @@ export class Front {
 
   /** The request answered on `client` is over: its connection no longer counts (once per admitted request). */
   release(client: ClientSide): void {
-    if (this.limits === undefined) return;
-    this.open--;
-    if (this.limits.perClient === 0) return;
     const who = this.owners.get(client);
     if (who === undefined) return;
     this.owners.delete(client);
+    this.open--;
+    if (who === '') return;
     const n = (this.perClient.get(who) ?? 1) - 1;
     if (n > 0) this.perClient.set(who, n);
     else this.perClient.delete(who);
@@ -275,10 +275,8 @@ export class Front {
       return false;
     }
     this.open++;
-    if (who !== undefined) {
-      this.perClient.set(who, (this.perClient.get(who) ?? 0) + 1);
-      this.owners.set(res, who);
-    }
+    this.owners.set(res, who ?? '');
+    if (who !== undefined) this.perClient.set(who, (this.perClient.get(who) ?? 0) + 1);
     return true;
   }
 
