@@ -31,6 +31,10 @@ Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PO
 A bad config exits 1 before listening, naming each problem with its key path and line.
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
 LOG_LEVEL, when set, wins over the config's logging.level.
+Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
+defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
+--ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops
+accepting until descriptors are free; the admin port keeps answering.
 `;
 
 async function main(argv: string[]): Promise<number> {

@@ -104,6 +104,16 @@ const limits = z
     retries: z.number().int().min(0).max(5).default(1),
     /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
     drain_timeout: duration('8s'),
+    /**
+     * Client-port requests in progress (each holds a connection, and an upstream one) past which a new
+     * request is answered 503 too_many_connections and its connection closed. Default: from the process's
+     * open-file limit (see the gateway README).
+     */
+    max_connections: z.number().int().min(1).optional(),
+    /** The same bound per client address (a proxy in front is one address). Default: none. */
+    max_connections_per_client: z.number().int().min(1).optional(),
+    /** How long a streamed answer may stay backed up (the client not taking it) before the gateway ends it. */
+    client_stall_timeout: duration('30s'),
   })
   .prefault({});
 
