@@ -51,7 +51,7 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, spawnWith?: 
     child,
     stdout: () => out,
     stderr: () => err,
-    waitFor(re, ms = 15_000) {
+    waitFor(re, ms = 60_000) {
       return new Promise((resolveP, rejectP) => {
         const check = () => {
           const m = out.match(re);
@@ -75,7 +75,7 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, spawnWith?: 
         check();
       });
     },
-    exited(ms = 15_000) {
+    exited(ms = 60_000) {
       return Promise.race([
         exit,
         new Promise<number | null>((_, rej) => setTimeout(() => rej(new Error(`process did not exit within ${ms} ms`)), ms).unref()),
