@@ -267,3 +267,50 @@ export class SseUsage {
     return dropped ? Buffer.concat(parts) : complete;
   }
 }
+
+/** Past this, a non-streamed answer is not kept for its usage (the relay gathers up to 1 MiB too). */
+const MAX_KEPT_JSON = 1 << 20;
+
+/**
+ * One answer's usage as it is relayed, whatever its kind: an SSE answer through SseUsage (stripping the
+ * usage chunk when the gateway asked for it: mode `added`), any other answer kept (up to 1 MiB, by
+ * reference: the relay holds the same buffers) and read at the end with readUsage. `data` returns the
+ * bytes to relay for a chunk (may be empty: relay nothing then), `end` what is left to relay.
+ */
+export class AnswerUsage {
+  private readonly sse: SseUsage | undefined;
+  private kept: Buffer[] | null = [];
+  private keptBytes = 0;
+  private result: Usage | null = null;
+
+  constructor(mode: UsageMode, sse: boolean) {
+    this.sse = sse ? new SseUsage(mode === 'added') : undefined;
+    if (sse) this.kept = null;
+  }
+
+  data(chunk: Buffer): Buffer {
+    if (this.sse) return this.sse.push(chunk);
+    if (this.kept) {
+      this.keptBytes += chunk.length;
+      if (this.keptBytes <= MAX_KEPT_JSON) this.kept.push(chunk);
+      else this.kept = null;
+    }
+    return chunk;
+  }
+
+  end(): Buffer {
+    if (this.sse) {
+      const rest = this.sse.end();
+      this.result = this.sse.usage;
+      return rest;
+    }
+    if (this.kept) this.result = readUsage(this.kept.length === 1 ? this.kept[0] : Buffer.concat(this.kept));
+    this.kept = null;
+    return EMPTY;
+  }
+
+  /** The answer's usage once `end` was called; null when it had none. */
+  get usage(): Usage | null {
+    return this.result ?? this.sse?.usage ?? null;
+  }
+}

@@ -2,7 +2,7 @@
 // bytes in place; the extra usage chunk taken out of what the client receives, however the bytes are cut.
 import t from 'tap';
 import { Agent, request } from 'undici';
-import { readUsage, SseUsage, topLevelSpan, usageOf, withIncludeUsage } from '../../src/openai/usage.js';
+import { AnswerUsage, readUsage, SseUsage, topLevelSpan, usageOf, withIncludeUsage } from '../../src/openai/usage.js';
 import { startMockServers } from '../../src/mock/index.js';
 
 // vLLM's streamed chat answer with include_usage, as it frames it (one data line per event)
@@ -154,4 +154,24 @@ t.test('against the mock: a stream with the added usage chunk, filtered, is the 
   const own = Buffer.concat((await post(bytes)).map((c) => passing.push(c))).toString();
   t.match(own, /"choices":\[\],"usage":\{"prompt_tokens":\d+/);
   t.same(passing.usage, filter.usage);
+});
+
+t.test('AnswerUsage: one object for either kind of answer', async (t) => {
+  const json = Buffer.from('{"id":"x","choices":[{"index":0,"text":"hi"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}');
+  const a = new AnswerUsage('none', false);
+  const out = Buffer.concat([a.data(json.subarray(0, 10)), a.data(json.subarray(10)), a.end()]);
+  t.same(out, json, 'a JSON answer goes through as it is');
+  t.same(a.usage, { promptTokens: 9, completionTokens: 2 });
+  const big = new AnswerUsage('none', false);
+  big.data(Buffer.alloc(2 << 20, 0x20));
+  big.end();
+  t.equal(big.usage, null, 'an answer past 1 MiB is not kept for reading');
+  const s = new AnswerUsage('added', true);
+  const bytes = Buffer.from(VLLM_STREAM);
+  const streamed = Buffer.concat([s.data(bytes.subarray(0, 100)), s.data(bytes.subarray(100)), s.end()]);
+  t.equal(streamed.toString(), WITHOUT_USAGE);
+  t.same(s.usage, { promptTokens: 17, completionTokens: 3 });
+  const c = new AnswerUsage('client', true);
+  t.equal(Buffer.concat([c.data(bytes), c.end()]).toString(), VLLM_STREAM);
+  t.same(c.usage, { promptTokens: 17, completionTokens: 3 });
 });
