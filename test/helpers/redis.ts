@@ -43,7 +43,7 @@ export function ping(port: number, ms = 500): Promise<boolean> {
   });
 }
 
-async function waitForPing(port: number, child: ChildProcess, ms = 10_000): Promise<void> {
+async function waitForPing(port: number, child: ChildProcess, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`redis-server exited (${child.exitCode}) before answering PING`);

@@ -33,8 +33,16 @@ export async function startWorker(config: unknown): Promise<Worker> {
     pending.get(m.id)?.(m);
     pending.delete(m.id);
   });
-  const timer = setTimeout(() => failed(new Error(`worker not ready after 10 s: ${stderr}`)), 10_000);
-  await started.finally(() => clearTimeout(timer));
+  // a hang detector: a loaded machine can take seconds to start node and load the modules
+  const timer = setTimeout(() => failed(new Error(`worker not ready after 60 s: ${stderr}`)), 60_000);
+  try {
+    await started;
+  } catch (err) {
+    child.kill('SIGKILL'); // never left behind holding the test process open
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
   const w: Worker = {
     child,
     call<T>(op: Record<string, unknown>, ms = 5_000): Promise<T> {
