@@ -117,9 +117,13 @@ const limits = z
   })
   .prefault({});
 
+/** A tenant's limits (src/quota/): a key left out of an override takes tenants.default's; absent there, no limit. */
 const tenantLimits = z.strictObject({
   requests_per_minute: z.number().positive().optional(),
+  /** prompt + completion tokens: the prompt estimated at admission, corrected by the answer's usage */
   tokens_per_minute: z.number().positive().optional(),
+  /** requests of the tenant in flight at once (all gateways together with quota.backend: redis) */
+  max_concurrent: z.number().int().positive().optional(),
   priority: z.enum(['critical', 'standard', 'sheddable']).optional(),
 });
 
@@ -127,6 +131,29 @@ const tenants = z
   .strictObject({
     default: tenantLimits.prefault({}),
     overrides: z.record(z.string(), tenantLimits).default({}),
+  })
+  .prefault({});
+
+/** Where tenant quotas are counted (src/quota/README.md). */
+const quota = z
+  .strictObject({
+    /** memory: each gateway process counts alone; redis: every gateway sharing the Redis shares the quota */
+    backend: z.enum(['memory', 'redis']).default('memory'),
+    redis: z
+      .strictObject({
+        url: z
+          .string()
+          .regex(/^rediss?:\/\/\S+$/, 'a Redis URL: redis://HOST:PORT[/DB] or rediss://… (TLS)')
+          .optional(),
+        key_prefix: z.string().default('infergate:quota:'),
+        /** the longest a request waits for Redis; past it quota.on_backend_error decides */
+        timeout: duration('50ms'),
+        /** a concurrency lease of a gateway that died expires after this long (live ones are renewed) */
+        lease_ttl: duration('30s'),
+      })
+      .prefault({}),
+    /** when Redis cannot answer in time: allow (no limit), local (this process's own counts), deny (503) */
+    on_backend_error: z.enum(['allow', 'local', 'deny']).default('local'),
   })
   .prefault({});
 
@@ -215,6 +242,7 @@ export const configSchema = z
     auth,
     limits,
     tenants,
+    quota,
     models: z.array(modelRoute).min(1, 'at least one model must be listed'),
     pools: z.record(z.string().min(1), pool),
   })
@@ -225,7 +253,23 @@ export const configSchema = z
 type RawModel = { name?: unknown; pool?: unknown; targets?: unknown; sticky?: unknown };
 
 function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
-  const c = (cfg ?? {}) as { auth?: { mode?: unknown; allow_unauthenticated?: unknown }; models?: unknown; pools?: unknown };
+  const c = (cfg ?? {}) as {
+    auth?: { mode?: unknown; allow_unauthenticated?: unknown };
+    quota?: { backend?: unknown; redis?: { url?: unknown; timeout?: unknown; lease_ttl?: unknown } };
+    models?: unknown;
+    pools?: unknown;
+  };
+  if (c.quota?.backend === 'redis' && c.quota.redis?.url === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'url'], message: 'quota.backend "redis" needs quota.redis.url (e.g. redis://127.0.0.1:6379)' });
+  }
+  const leaseTtl = c.quota?.redis?.lease_ttl;
+  if (typeof leaseTtl === 'number' && leaseTtl < 3000) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'lease_ttl'], message: 'quota.redis.lease_ttl must be at least 3s (leases are renewed every third of it)' });
+  }
+  const timeout = c.quota?.redis?.timeout;
+  if (typeof timeout === 'number' && (timeout < 1 || timeout > 10_000)) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'timeout'], message: 'quota.redis.timeout must be between 1ms and 10s' });
+  }
   if (c.auth?.mode === 'none' && c.auth.allow_unauthenticated !== true) {
     ctx.addIssue({
       code: 'custom',
@@ -289,3 +333,5 @@ export type PoolConfig = Config['pools'][string];
 export function configJsonSchema(): unknown {
   return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' });
 }
+export type TenantsConfig = Config['tenants'];
+export type QuotaConfig = Config['quota'];

@@ -31,6 +31,8 @@ export class GatewayMetrics {
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
+  /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
+  readonly quotaBackendUp: client.Gauge;
 
   /** Label children looked up once per label set: prom-client hashes the label object on every call otherwise. */
   private readonly children = new Map<string, unknown>();
@@ -114,6 +116,12 @@ export class GatewayMetrics {
       help: 'Decisions of a pool\'s shadow_policy next to the serving one: same or different endpoint (or saturated/unavailable).',
       labelNames: ['pool', 'policy', 'outcome'], registers,
     });
+    this.quotaBackendUp = new client.Gauge({
+      name: 'infergate_quota_backend_up',
+      help: 'Whether the tenant quota store (quota.backend) answers: 1 yes, 0 no (quota.on_backend_error applies meanwhile).',
+      registers,
+    });
+    this.quotaBackendUp.set(1);
     new client.Gauge({
       name: 'infergate_endpoint_in_flight', help: 'Requests the gateway has in flight on each endpoint.',
       labelNames: ['pool', 'endpoint'], registers,

@@ -24,11 +24,13 @@ export const ERROR_CODES = {
   request_timeout: { status: 408, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   pool_saturated: { status: 429, type: 'rate_limit_error' },
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'server_error' },
   upstream_unavailable: { status: 502, type: 'server_error' },
   upstream_stream_broken: { status: 502, type: 'server_error' },
   no_endpoint: { status: 503, type: 'server_error' },
   request_buffers_full: { status: 503, type: 'server_error' },
+  quota_unavailable: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   too_many_connections: { status: 503, type: 'server_error' },
   upstream_timeout: { status: 504, type: 'server_error' },
@@ -100,6 +102,16 @@ export const errors = {
       retryAfterS: 1,
       rejectReason: 'overloaded',
     }),
+  /** A tenant over one of its limits (`what`: "requests per minute", "tokens per minute", "concurrent requests"). */
+  rateLimited: (tenant: string, what: string, limit: number, retryAfterS: number) =>
+    make(
+      'rate_limit_exceeded',
+      `Rate limit reached for tenant "${truncate(tenant, 100)}" on ${what} (limit ${limit}); retry after ${retryAfterS} s.`,
+      { retryAfterS, rejectReason: 'rate_limited' },
+    ),
+  /** The shared quota store did not answer and quota.on_backend_error is deny. */
+  quotaUnavailable: () =>
+    make('quota_unavailable', 'The quota service is unavailable; retry shortly.', { retryAfterS: 1, rejectReason: 'overloaded' }),
   noEndpoint: () => make('no_endpoint', 'No model server is available for this model right now.', { retryAfterS: 1 }),
   upstreamUnavailable: () =>
     make('upstream_unavailable', 'The model server could not be reached or failed before answering.'),
