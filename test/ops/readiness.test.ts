@@ -99,3 +99,17 @@ t.test('every model down: any turns 503 too', async (t) => {
   t.same(down.body.models_not_ready?.map((m) => m.model).sort(), ['m1', 'm2']);
   t.equal((await fetch(`${gwAny.adminUrl}/healthz`)).status, 200, '/healthz stays 200: the process is alive');
 });
+
+t.test('check-config refuses an unknown ready_when and a negative decisions size, naming the key', async (t) => {
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { stringify } = await import('yaml');
+  const { tempDir } = await import('../helpers/process.js');
+  const file = join(tempDir(), 'bad.yaml');
+  const cfg = config(['127.0.0.1:1', '127.0.0.1:2'], 'all');
+  writeFileSync(file, stringify({ ...cfg, admin: { ...cfg.admin, ready_when: 'some', decisions: -1 } }));
+  const p = runCli(['check-config', file]);
+  t.equal(await p.exited(), 1, 'exit 1');
+  t.match(p.stdout() + p.stderr(), /admin\.ready_when/, 'names admin.ready_when');
+  t.match(p.stdout() + p.stderr(), /admin\.decisions/, 'names admin.decisions');
+});
