@@ -10,6 +10,8 @@ import type { DebugEndpoint, Router } from '../routing/index.js';
 
 export interface MissingPool {
   pool: string;
+  /** set when the pool has no endpoints at all (discovery found none) */
+  why?: string;
   /** each endpoint of the pool and why it does not count (empty: the pool has no endpoints) */
   endpoints: Array<{ endpoint: string; why: string }>;
 }
@@ -56,6 +58,7 @@ export function readiness(
       if (why === undefined) live++;
       else out.endpoints.push({ endpoint: e.endpoint, why });
     }
+    if (eps.length === 0) out.why = 'no endpoints';
     r = live > 0 ? null : out;
     missingByPool.set(pool, r);
     return r;
