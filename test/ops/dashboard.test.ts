@@ -27,11 +27,9 @@ t.test('the dashboard has queries, each naming our metrics', async (t) => {
 
 t.test('every metric and grouping label the dashboard uses exists in a live gateway', async (t) => {
   const mocks = await startMocks(2, ['--model', 'test-model', '--time-scale', '20']);
+  t.teardown(() => mocks.kill());
   const gw = await startGateway(gatewayConfig(mocks.endpoints, { pool: { policy: 'scored', shadow_policy: 'round_robin' } }));
-  t.teardown(async () => {
-    await gw.stop();
-    await mocks.kill();
-  });
+  t.teardown(() => gw.stop());
   // traffic, so that labelled series exist: a stream (TTFT and ITL), a repeated prompt (prefix match), a 400
   const prompt = longText('dash', 1_000);
   for (let i = 0; i < 2; i++) {

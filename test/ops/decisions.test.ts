@@ -29,11 +29,9 @@ t.test('the ring keeps the newest entries, newest first, within its capacity', a
 
 t.test('a live gateway answers the last N decisions with every candidate scored', async (t) => {
   const mocks = await startMocks(2, ['--model', 'test-model', '--time-scale', '20']);
+  t.teardown(() => mocks.kill());
   const gw = await startGateway(gatewayConfig(mocks.endpoints, { pool: { policy: 'scored' }, over: { admin: { host: '127.0.0.1', port: 0, decisions: 5 } } }));
-  t.teardown(async () => {
-    await gw.stop();
-    await mocks.kill();
-  });
+  t.teardown(() => gw.stop());
   const prompt = longText('decisions', 2_000); // about 30 prefix blocks, the same each time
   const ids: string[] = [];
   for (let i = 0; i < 8; i++) {

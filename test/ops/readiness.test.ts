@@ -30,16 +30,17 @@ function config(endpoints: [string, string], readyWhen: 'all' | 'any') {
   };
 }
 
+// each process is stopped at the end even when a later start fails
 const m2 = await startMocks(1, ['--model', 'm2']);
+t.teardown(() => m2.kill());
 let m1: Mocks | { proc: Proc; kill(): Promise<number | null> } = await startMocks(1, ['--model', 'm1']);
+t.teardown(() => m1.kill()); // the mock running then (it is restarted below)
 const ep1 = (m1 as Mocks).endpoints[0];
 const ep2 = m2.endpoints[0];
 const gwAll = await startGateway(config([ep1, ep2], 'all'));
+t.teardown(() => gwAll.stop());
 const gwAny = await startGateway(config([ep1, ep2], 'any'));
-t.teardown(async () => {
-  await Promise.all([gwAll.stop(), gwAny.stop()]);
-  await Promise.all([m1.kill(), m2.kill()]);
-});
+t.teardown(() => gwAny.stop());
 
 t.test('both gateways turn ready once every endpoint has been scraped', async (t) => {
   for (const gw of [gwAll, gwAny]) {

@@ -12,20 +12,19 @@ import { startGateway, startMocks, gatewayConfig, chat, until } from '../e2e/sup
 const CHROMIUM = '/usr/bin/chromium';
 if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)`);
 
+// each process is stopped at the end even when a later start fails
 const mocks = await startMocks(2, ['--model', 'test-model', '--decode-ms', '20']);
+t.teardown(() => mocks.kill());
 const gw = await startGateway(
   gatewayConfig(mocks.endpoints, { pool: { policy: 'least_request', metrics: { interval: '100ms', stale_after: '500ms' } } }),
 );
+t.teardown(() => gw.stop());
 const browser = await chromium.launch({
   executablePath: CHROMIUM,
   headless: true,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
 });
-t.teardown(async () => {
-  await browser.close();
-  await gw.stop();
-  await mocks.kill();
-});
+t.teardown(() => browser.close());
 
 /** The in-flight counts the page shows, summed over its endpoint rows. */
 function shownInFlight(page: Page): Promise<number> {
