@@ -56,7 +56,10 @@ export class Gateway implements GatewayContext {
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
       openConnections: () => this.front?.openConnections ?? 0,
-      readiness: () => this.readiness(Date.now()),
+      readiness: () => {
+        const r = this.readiness(Date.now());
+        return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining
+      },
     });
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));

@@ -51,6 +51,8 @@ t.test('drain: /readyz says draining while a stream is open, the stream complete
   t.equal((await get(`${gw.adminUrl}/healthz`))?.status, 200, '/healthz still answers during the drain');
   const state = JSON.parse((await get(`${gw.adminUrl}/debug/state`))!.body) as { draining: boolean; ready: boolean };
   t.match(state, { draining: true, ready: false }, '/debug/state shows the drain');
+  const metrics = await get(`${gw.adminUrl}/metrics`);
+  t.match(metrics?.body, /^infergate_ready 0$/m, 'infergate_ready 0 while draining');
   await s.done;
   t.equal(s.status, 200, 'status 200');
   t.match(s.text, /data: \[DONE\]\n\n$/, 'the stream completed');
