@@ -29,7 +29,10 @@ const SERVE_HELP = `Usage: infergate serve --config FILE
 Runs the gateway described by FILE (YAML; see config/ for examples, "infergate schema" for every key).
 Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PORT" when ready.
 A bad config exits 1 before listening, naming each problem with its key path and line.
-SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
+Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready_when), /debug/pools,
+/debug/state, /debug/decisions?n=N (the last admin.decisions routing decisions).
+SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), cut what is left
+with the error code shutting_down, exit 0. The admin port answers until the exit (/readyz: 503 draining).
 LOG_LEVEL, when set, wins over the config's logging.level.
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker

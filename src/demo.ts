@@ -114,7 +114,8 @@ export async function demoMain(args: string[]): Promise<number> {
     `listening on ${addrs.url}\nadmin listening on ${addrs.adminUrl}\n\n` +
       `Try it (run it twice: the second answer comes from the same pod, whose cache holds the prompt):\n\n` +
       `  curl -sN -D - ${addrs.url}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${body}'\n\n` +
-      `Then: curl -s ${addrs.adminUrl}/debug/pools   and   curl -s ${addrs.adminUrl}/metrics\n` +
+      `Then: curl -s ${addrs.adminUrl}/debug/decisions?n=2   and   curl -s ${addrs.adminUrl}/metrics\n` +
+      `The live status page: open ${addrs.adminUrl}/ in a browser.\n` +
       `Auth is off in this demo (auth.mode: none); Ctrl-C stops it.\n\n`,
   );
   await new Promise<void>((resolve) => {

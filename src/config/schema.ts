@@ -70,6 +70,10 @@ const listen = z.strictObject({
 const admin = z.strictObject({
   host: z.string().default('127.0.0.1'),
   port: port.default(9090),
+  /** /readyz: ready when every configured model (all) or at least one (any) has an endpoint to serve it. */
+  ready_when: z.enum(['all', 'any']).default('all'),
+  /** How many routing decisions /debug/decisions and the status page keep (a ring); 0 keeps none. */
+  decisions: z.number().int().min(0).max(100_000).default(200),
 });
 
 const jwt = z.strictObject({

@@ -3,6 +3,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { Router } from '../routing/index.js';
+import type { DecisionRing } from './decisions.js';
 import type { Upstreams } from './upstreams.js';
 import type { ClientSide } from './client.js';
 
@@ -15,6 +16,8 @@ export interface GatewayContext {
   /** Lower-cased header names that pin a session to one alias target (`models[].sticky.header`). */
   stickyHeaders: ReadonlySet<string>;
   draining: boolean;
+  /** the last routing decisions (admin.decisions > 0), fed by every pick */
+  readonly decisions: DecisionRing | null;
   inFlight: number;
   /** an exchange is over (its client's connection no longer counts) */
   onExchangeDone(ex: { readonly client: ClientSide }): void;

@@ -235,6 +235,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.onInternalError(err);
       return;
     }
+    if ((err as { code?: string }).code === 'INFERGATE_SHUTTING_DOWN') {
+      // the gateway's own shutdown cut this request (Upstreams.close): not the model server's failure
+      this.endAttempt('aborted');
+      this.ctx.logger.warn({ req_id: this.requestId, pool: this.pool, endpoint: this.endpoint, code: 'shutting_down' }, 'request cut by shutdown');
+      this.breakStream(errors.shuttingDown());
+      return;
+    }
     const timeout = isTimeout(err);
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {

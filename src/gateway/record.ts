@@ -20,6 +20,7 @@ export interface ExchangeRecord {
 export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: number): void {
   const seconds = (performance.now() - ex.started) / 1000;
   ctx.metrics.requestDone(ex.pool ? ex.modelLabel : '', ex.pool, status, seconds);
+  if (ex.endpoint) ctx.metrics.endpointDone(ex.pool, ex.endpoint, status, ex.firstByteAt ? (ex.firstByteAt - ex.started) / 1000 : null);
   if (ctx.config.logging.access_log && ctx.logger.isLevelEnabled('info')) {
     ctx.logger.info(
       {

@@ -7,17 +7,19 @@ import type { Config } from '../config/schema.js';
 import { routerConfig, scraperConfig } from '../config/routing.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
-import { Router } from '../routing/index.js';
+import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
 import { errors } from '../openai/errors.js';
 import { adminRoutes } from './admin.js';
+import { DecisionRing } from './decisions.js';
+import { readiness, type Readiness } from './readiness.js';
 import { errorAnswer, jsonAnswer } from './answers.js';
 import type { Answer, ClientSide } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
-import { Upstreams } from './upstreams.js';
+import { ShuttingDown, Upstreams } from './upstreams.js';
 import { Front } from './uws-front.js';
 
 export interface GatewayAddresses {
@@ -32,6 +34,9 @@ export class Gateway implements GatewayContext {
   readonly upstreams: Upstreams;
   readonly metrics: GatewayMetrics;
   readonly stickyHeaders: ReadonlySet<string>;
+  readonly decisions: DecisionRing | null;
+  /** Date.now() when the process began (the status page's uptime) */
+  readonly startedAt = Date.now();
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -48,10 +53,15 @@ export class Gateway implements GatewayContext {
     this.router = new Router(routerConfig(config));
     this.upstreams = new Upstreams(config.limits);
     this.metrics = new GatewayMetrics({
-      endpointStates: () => this.endpointStates(),
+      pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
       openConnections: () => this.front?.openConnections ?? 0,
+      readiness: () => {
+        const r = this.readiness(Date.now());
+        return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining
+      },
     });
+    this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
@@ -93,6 +103,7 @@ export class Gateway implements GatewayContext {
     this.discovery = new Discovery(this.config, this.router, this.logger, () => {
       const all = new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
       this.upstreams.retain(all);
+      this.metrics.retainEndpoints(all);
     });
     await this.discovery.start();
     this.scraper = new Scraper(this.router, scraperConfig(this.config), this.logger);
@@ -145,37 +156,63 @@ export class Gateway implements GatewayContext {
     );
   }
 
-  private endpointStates(): Array<[string, string, number, number]> {
-    const now = Date.now();
-    const out: Array<[string, string, number, number]> = [];
-    for (const name of this.router.pools()) {
-      for (const ep of this.router.pool(name)?.debug(now).endpoints ?? []) {
-        out.push([name, ep.endpoint, ep.in_flight, ep.age_ms === null ? NaN : ep.age_ms / 1000]);
-      }
-    }
+  /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */
+  poolViews(now: number): Map<string, DebugEndpoint[]> {
+    const out = new Map<string, DebugEndpoint[]>();
+    for (const name of this.router.pools()) out.set(name, this.router.pool(name)?.debug(now).endpoints ?? []);
     return out;
   }
 
-  /** Stop accepting, let in-flight requests finish (up to drain_timeout), then release everything. */
+  policyOf(pool: string): string {
+    return this.config.pools[pool]?.policy ?? '';
+  }
+
+  staleAfterMs(pool: string): number {
+    return this.config.pools[pool]?.metrics.stale_after ?? 0;
+  }
+
+  /** /readyz's judgement (readiness.ts); `views` when the caller has them already. */
+  readiness(now: number, views?: ReadonlyMap<string, readonly DebugEndpoint[]>): Readiness {
+    return readiness(this.router, this.config.models, this.config.admin.ready_when, now, views);
+  }
+
+  /**
+   * Stop accepting, let in-flight requests finish (up to drain_timeout), cut what is left with a
+   * `shutting_down` error (an SSE stream gets it as its last event), then release everything. The admin
+   * listener stays up until the end, its /readyz answering 503 `draining`.
+   */
   async stop(drainMs = this.config.limits.drain_timeout): Promise<void> {
     if (this.draining) return;
     this.draining = true;
     this.fdGuard?.stop();
     this.front?.close();
-    this.adminFront?.close();
     if (this.inFlight > 0) {
       this.logger.info({ in_flight: this.inFlight, drain_ms: drainMs }, 'draining in-flight requests');
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, drainMs);
-        this.drainWaiter = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await this.inFlightDone(drainMs);
+      if (this.inFlight > 0) this.logger.warn({ in_flight: this.inFlight }, 'drain timeout: cutting the requests left');
     }
     this.discovery?.stop();
     await this.scraper?.stop();
-    await this.upstreams.close();
+    await this.upstreams.close(new ShuttingDown());
+    // the cut requests answer (error event or 503) as undici reports the destroyed connections
+    if (this.inFlight > 0) await this.inFlightDone(1_000);
+    this.adminFront?.close();
+  }
+
+  /** Resolves when no request is in flight, or after `ms`. */
+  private inFlightDone(ms: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.drainWaiter = () => {
+        this.drainWaiter = undefined;
+        done();
+      };
+    });
   }
 }
 

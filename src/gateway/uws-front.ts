@@ -213,10 +213,10 @@ export class Front {
    * headers, no body. `answer` is told which; an answer given as a promise (which must not reject) is
    * sent when it settles, unless the client has gone.
    */
-  get(path: string, answer: (head: boolean) => Answer | Promise<Answer>): void {
+  get(path: string, answer: (head: boolean, query: string) => Answer | Promise<Answer>): void {
     const route = (head: boolean) => (res: HttpResponse, req: HttpRequest) => {
       if (this.refusedBeforeRoute(res, req, head)) return;
-      this.respond(res, this.answerOf(answer, head), head);
+      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? ''), head);
     };
     this.app.get(path, route(false));
     this.app.head(path, route(true));
@@ -355,9 +355,9 @@ export class Front {
   }
 
   /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
-  private answerOf(answer: (head: boolean) => Answer | Promise<Answer>, head: boolean): Answer | Promise<Answer> {
+  private answerOf(answer: (head: boolean, query: string) => Answer | Promise<Answer>, head: boolean, query: string): Answer | Promise<Answer> {
     try {
-      return answer(head);
+      return answer(head, query);
     } catch (err) {
       return this.onHandlerError(err);
     }

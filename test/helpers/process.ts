@@ -148,8 +148,15 @@ export async function startGateway(config: unknown, env: NodeJS.ProcessEnv = {})
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify(config));
   const proc = runCli(['serve', '--config', file], env);
-  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
-  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  let url: string;
+  let adminUrl: string;
+  try {
+    [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+    [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  } catch (e) {
+    await proc.kill(); // a gateway that never said it listens is not left running
+    throw e;
+  }
   return { url, adminUrl, proc, stop: () => proc.kill('SIGTERM') };
 }
 
