@@ -3,6 +3,7 @@
  * I/O is limited to reading the file; `parseConfigText` is pure and is what tests and reload use.
  */
 import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
 import { configSchema, type Config } from './schema.js';
 
@@ -89,7 +90,24 @@ export function loadConfigFile(file: string): Config {
   }
   const result = parseConfigText(text);
   if (!result.ok) throw new ConfigError(file, result.problems);
-  return result.config;
+  return withKeyPathsFrom(result.config, dirname(resolve(file)));
+}
+
+/**
+ * The config with the relative paths of its key files (auth.jwt.jwks_file, public_key_file, secret_file,
+ * pools.*.api_key_file) made absolute from `dir`, the config file's directory, so a config and its keys
+ * can move together. (listen.tls paths, older, stay relative to the working directory.)
+ */
+export function withKeyPathsFrom(config: Config, dir: string): Config {
+  const abs = (p: string | undefined) => (p === undefined || isAbsolute(p) ? p : resolve(dir, p));
+  const jwt = config.auth.jwt;
+  if (jwt) {
+    jwt.jwks_file = abs(jwt.jwks_file);
+    jwt.public_key_file = abs(jwt.public_key_file);
+    jwt.secret_file = abs(jwt.secret_file);
+  }
+  for (const pool of Object.values(config.pools)) pool.api_key_file = abs(pool.api_key_file);
+  return config;
 }
 
 export function formatProblems(file: string, problems: ConfigProblem[]): string {

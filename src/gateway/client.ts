@@ -16,6 +16,8 @@ export interface ClientRequest {
   query: string;
   /** name, value, name, value… in arrival order; names are lower-case */
   headers: string[];
+  /** the peer's address (IPv4 dotted, IPv6 compressed; '' when unknown) */
+  peer: string;
 }
 
 /**

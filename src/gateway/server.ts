@@ -17,6 +17,10 @@ import type { Answer } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
+import { Admission } from './admission.js';
+import { Authenticator } from '../auth/authenticator.js';
+import { readSecret } from '../config/secrets.js';
+import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
 
 export interface GatewayAddresses {
@@ -31,6 +35,11 @@ export class Gateway implements GatewayContext {
   readonly upstreams: Upstreams;
   readonly metrics: GatewayMetrics;
   readonly stickyHeaders: ReadonlySet<string>;
+  readonly isTrustedProxy: (peer: string) => boolean;
+  readonly scheme: 'http' | 'https';
+  /** made by start(): the keys are read (and a jwks_url fetched) there */
+  admission: Admission = new Admission(undefined);
+  poolKeys: ReadonlyMap<string, string> = new Map();
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -48,7 +57,10 @@ export class Gateway implements GatewayContext {
     this.metrics = new GatewayMetrics({
       endpointStates: () => this.endpointStates(),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
+      authDisabled: config.auth.mode === 'none',
     });
+    this.isTrustedProxy = addressMatcher(config.trusted_proxies);
+    this.scheme = config.listen.tls ? 'https' : 'http';
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
@@ -57,7 +69,20 @@ export class Gateway implements GatewayContext {
   }
 
   async start(): Promise<GatewayAddresses> {
-    const { listen, admin, limits } = this.config;
+    const { listen, admin, limits, auth } = this.config;
+    // keys first: a missing key file or variable stops the start before anything listens
+    const keys = new Map<string, string>();
+    for (const [name, pool] of Object.entries(this.config.pools)) {
+      const key = readSecret({ file: pool.api_key_file, env: pool.api_key_env }, `pools.${name}.api_key`);
+      if (key !== undefined) keys.set(name, key);
+    }
+    this.poolKeys = keys;
+    if (auth.mode === 'jwt') {
+      const log = this.logger;
+      this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
+    } else {
+      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
+    }
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
@@ -78,11 +103,8 @@ export class Gateway implements GatewayContext {
       this.upstreams.retain(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config), this.logger);
+    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
     this.scraper.start();
-    if (this.config.auth.mode === 'none') {
-      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
-    }
     const scheme = listen.tls ? 'https' : 'http';
     return {
       url: `${scheme}://${hostForUrl(listen.host)}:${port}`,
@@ -135,6 +157,7 @@ export class Gateway implements GatewayContext {
       });
     }
     this.discovery?.stop();
+    this.admission.close();
     await this.scraper?.stop();
     await this.upstreams.close();
   }

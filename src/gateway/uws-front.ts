@@ -14,6 +14,7 @@ import { accessSync, constants } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
+import { normalizePeer } from '../common/ip.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
 import type { Answer, ClientHandler, ClientRequest, ClientSide } from './client.js';
@@ -68,7 +69,7 @@ export class Front {
     const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
     this.app.post(path, (res, req) => {
-      const request = requestHead(req);
+      const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
       let collector: BodyCollector | undefined;
@@ -96,6 +97,13 @@ export class Front {
       if (!handler.wantsBody) return;
       res.onData((ab, isLast) => {
         if (refused) return; // what still arrives is dropped as it comes
+        if (!handler!.wantsBody) {
+          // answered while the body was arriving (a token refused meanwhile): the rest is dropped too
+          refused = true;
+          collector?.drop();
+          collector = undefined;
+          return;
+        }
         try {
           if (collector === undefined && isLast) {
             // the usual case, a body in one chunk: copied once, into Node's buffer pool when small
@@ -213,12 +221,13 @@ function collectHeader(key: string, value: string): void {
   collecting.push(key, value);
 }
 
-function requestHead(req: HttpRequest): ClientRequest {
+function requestHead(req: HttpRequest, res: HttpResponse): ClientRequest {
   const headers: string[] = [];
   collecting = headers;
   req.forEach(collectHeader);
   collecting = NO_HEADERS;
-  return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers };
+  const peer = normalizePeer(Buffer.from(res.getRemoteAddressAsText()).toString('latin1'));
+  return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers, peer };
 }
 
 function writeAnswer(res: HttpResponse, a: Answer, head: boolean): void {

@@ -14,6 +14,8 @@ export interface EndpointGaugeSource {
   endpointStates(): Array<[string, string, number, number]>;
   /** bytes held by request bodies being received (all connections) */
   bufferedBodyBytes?(): number;
+  /** auth.mode none: infergate_auth_disabled is 1 */
+  authDisabled?: boolean;
 }
 
 export class GatewayMetrics {
@@ -128,6 +130,11 @@ export class GatewayMetrics {
         this.set(source.bufferedBodyBytes?.() ?? 0);
       },
     });
+    new client.Gauge({
+      name: 'infergate_auth_disabled',
+      help: '1 when auth.mode is none (every client may use every model), 0 when tokens are checked.',
+      registers,
+    }).set(source.authDisabled ? 1 : 0);
     new client.Gauge({
       name: 'infergate_endpoint_metrics_age_seconds', help: 'Age of the last metrics scraped from each endpoint.',
       labelNames: ['pool', 'endpoint'], registers,
