@@ -77,10 +77,12 @@ const jwt = z.strictObject({
   jwks_cooldown: duration('30s'),
   /** jwks_url: a fetch slower than this fails (the request waiting for it gets 401) */
   jwks_timeout: duration('2s'),
-  issuer: z.string().min(1, 'auth.jwt.issuer is required (the iss every token must carry)'),
-  audience: z.string().min(1, 'auth.jwt.audience is required (the aud every token must carry)'),
+  issuer: z.string({ message: 'auth.jwt.issuer is required (the iss every token must carry)' }).min(1),
+  audience: z.string({ message: 'auth.jwt.audience is required (the aud every token must carry)' }).min(1),
   algorithms: z
-    .array(z.enum(JWT_ALGORITHMS, { message: `an algorithm is one of ${JWT_ALGORITHMS.join(', ')}` }))
+    .array(z.enum(JWT_ALGORITHMS, { message: `an algorithm is one of ${JWT_ALGORITHMS.join(', ')}` }), {
+      message: 'list the algorithms tokens may be signed with (there is no default)',
+    })
     .min(1, 'list the algorithms tokens may be signed with (there is no default)'),
   clock_skew: duration('30s'),
   tenant_claim: z.string().min(1).default('sub'),
