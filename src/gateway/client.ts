@@ -66,6 +66,8 @@ export interface Answer {
   status: string;
   contentType?: string;
   retryAfterS?: number;
+  /** a 401's challenge */
+  wwwAuthenticate?: string;
   /** left out in answer to HEAD */
   body?: string;
 }

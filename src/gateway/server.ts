@@ -18,7 +18,7 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
 import { Admission } from './admission.js';
-import { Authenticator } from '../auth/authenticator.js';
+import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
 import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
@@ -118,10 +118,19 @@ export class Gateway implements GatewayContext {
     const maxBody = this.config.limits.max_body_bytes;
     front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this, client, req, 'chat'));
     front.post('/v1/completions', maxBody, (client, req) => new Exchange(this, client, req, 'completions'));
-    front.get('/v1/models', () => {
+    // the models the caller's token allows (all of them with auth off); 401 without a valid token
+    const listModels = (auth: AuthResult): Answer => {
+      if (isApiError(auth)) {
+        if (auth.rejectReason) this.metrics.rejected.inc({ reason: auth.rejectReason, pool: '' });
+        return errorAnswer(auth);
+      }
       const created = Math.floor(Date.now() / 1000);
-      const data = this.router.models().map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
+      const data = this.router.models().filter((id) => auth.models.allows(id)).map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
       return jsonAnswer('200 OK', JSON.stringify({ object: 'list', data }));
+    };
+    front.get('/v1/models', (_head, authorization) => {
+      const auth = this.admission.authenticate(authorization);
+      return auth instanceof Promise ? auth.then(listModels) : listModels(auth);
     });
     const known = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models']);
     front.fallback((method, url) =>

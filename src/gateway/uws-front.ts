@@ -140,12 +140,13 @@ export class Front {
 
   /**
    * A GET route that answers HEAD too (load balancers and uptime checks use it): same status and
-   * headers, no body. `answer` is told which; an answer given as a promise (which must not reject) is
-   * sent when it settles, unless the client has gone.
+   * headers, no body. `answer` is told which, and the request's Authorization header (undefined when
+   * none); an answer given as a promise (which must not reject) is sent when it settles, unless the
+   * client has gone.
    */
-  get(path: string, answer: (head: boolean) => Answer | Promise<Answer>): void {
-    this.app.get(path, (res) => this.respond(res, this.answerOf(answer, false), false));
-    this.app.head(path, (res) => this.respond(res, this.answerOf(answer, true), true));
+  get(path: string, answer: GetAnswer): void {
+    this.app.get(path, (res, req) => this.respond(res, this.answerOf(answer, false, authorizationOf(req)), false));
+    this.app.head(path, (res, req) => this.respond(res, this.answerOf(answer, true, authorizationOf(req)), true));
   }
 
   /** Every request no route took, HEAD answered without the body. */
@@ -184,9 +185,9 @@ export class Front {
   }
 
   /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
-  private answerOf(answer: (head: boolean) => Answer | Promise<Answer>, head: boolean): Answer | Promise<Answer> {
+  private answerOf(answer: GetAnswer, head: boolean, authorization: string | undefined): Answer | Promise<Answer> {
     try {
-      return answer(head);
+      return answer(head, authorization);
     } catch (err) {
       return this.onHandlerError(err);
     }
@@ -213,6 +214,14 @@ export class Front {
   }
 }
 
+/** A GET route's answer: told whether the request is a HEAD, and its Authorization header. */
+export type GetAnswer = (head: boolean, authorization: string | undefined) => Answer | Promise<Answer>;
+
+function authorizationOf(req: HttpRequest): string | undefined {
+  const v = req.getHeader('authorization');
+  return v === '' ? undefined : v;
+}
+
 /** The target of collectHeader while one request's headers are read (a closure per request avoided). */
 let collecting: string[] = [];
 const NO_HEADERS: string[] = [];
@@ -234,6 +243,7 @@ function writeAnswer(res: HttpResponse, a: Answer, head: boolean): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
+  if (a.wwwAuthenticate !== undefined) res.writeHeader('www-authenticate', a.wwwAuthenticate);
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
   if (head) res.endWithoutBody();
   else if (a.body !== undefined) res.end(a.body);

@@ -245,6 +245,21 @@ t.test('models: a model the token may not use is 403, for an alias too when its 
   t.equal((await call(`Bearer ${only}`, body('no-such-model'))).status, 404, 'an unknown model is still 404');
 });
 
+t.test('GET /v1/models needs a token and lists the models it allows', async (t) => {
+  const list = async (authorization?: string) => {
+    const res = await request(`${gw.url}/v1/models`, { headers: authorization ? { authorization } : {} });
+    const body = (await res.body.json()) as { data?: Array<{ id: string }>; error?: { code: string } };
+    return { status: res.statusCode, challenge: res.headers['www-authenticate'], ids: body.data?.map((m) => m.id).sort(), code: body.error?.code };
+  };
+  t.match(await list(), { status: 401, code: 'missing_token', challenge: 'Bearer realm="infergate"' });
+  t.match(await list('Bearer not.a.token'), { status: 401, code: 'invalid_token' });
+  t.same((await list(`Bearer ${await token()}`)).ids, ['alias', 'test-model'], '"*": every model');
+  t.same((await list(`Bearer ${await token({ claims: { models: ['test-*'] } })}`)).ids, ['test-model'], 'only what the token allows');
+  const head = await request(`${gw.url}/v1/models`, { method: 'HEAD' });
+  await head.body.text();
+  t.equal(head.statusCode, 401, 'HEAD too');
+});
+
 t.test('a cached token is served only until its exp', async (t) => {
   const tok = await token({ claims: { exp: now() + 2 } });
   t.equal((await call(`Bearer ${tok}`)).status, 200);
