@@ -12,10 +12,12 @@ export interface WrkResult {
   non2xx: number;
 }
 
-/** A wrk Lua script that POSTs `body` as JSON. */
-export function wrkScript(body: string): string {
-  const esc = body.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
-  return `wrk.method = "POST"\nwrk.body = "${esc}"\nwrk.headers["Content-Type"] = "application/json"\n`;
+/** A wrk Lua script that POSTs `body` as JSON (with `headers` besides). */
+export function wrkScript(body: string, headers: Record<string, string> = {}): string {
+  const lua = (s: string) => s.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  let script = `wrk.method = "POST"\nwrk.body = "${lua(body)}"\nwrk.headers["Content-Type"] = "application/json"\n`;
+  for (const [k, v] of Object.entries(headers)) script += `wrk.headers["${lua(k)}"] = "${lua(v)}"\n`;
+  return script;
 }
 
 /** Parses wrk's `--latency` output. Exported for tests. */
@@ -34,10 +36,10 @@ export function parseWrk(out: string): WrkResult {
   return { rps, latency_ms: { p50: pct('50'), p99: pct('99') }, requests, errors, non2xx };
 }
 
-export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string }): Promise<WrkResult> {
+export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string; headers?: Record<string, string> }): Promise<WrkResult> {
   const wrk = ensureTool('wrk');
   const script = path.join(opts.dir, `wrk-${process.pid}.lua`);
-  writeFileSync(script, wrkScript(opts.body));
+  writeFileSync(script, wrkScript(opts.body, opts.headers));
   const threads = Math.max(1, Math.min(opts.threads ?? 1, opts.connections));
   const args = ['-t', String(threads), '-c', String(opts.connections), '-d', `${opts.durationS}s`, '--timeout', '10s', '--latency', '-s', script, opts.url];
   return new Promise((resolve, reject) => {

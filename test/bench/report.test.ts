@@ -54,6 +54,7 @@ Transfer/sec:    118.36MB
   t.equal(r.non2xx, 3);
   t.equal(r.requests, 216206);
   t.match(wrkScript('{"a":"b"}'), /wrk.body = "\{\\"a\\":\\"b\\"\}"/);
+  t.match(wrkScript('{}', { authorization: 'Bearer a"b' }), /wrk\.headers\["authorization"\] = "Bearer a\\"b"/, 'extra headers, quoted for Lua');
 });
 
 t.test('prometheus sums and vllm samples', async (t) => {
