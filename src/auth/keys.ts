@@ -55,7 +55,13 @@ export async function keySource(cfg: KeyConfig, log: KeyLog): Promise<KeySource>
     const set = localSet(parseJwks(readText(cfg.jwks_file, 'auth.jwt.jwks_file'), cfg.jwks_file));
     return { lookup: set, ready: async () => undefined, close: () => undefined };
   }
-  if (cfg.jwks_url !== undefined) return new RemoteKeySet(new URL(cfg.jwks_url), cfg, log);
+  if (cfg.jwks_url !== undefined) {
+    const url = new URL(cfg.jwks_url);
+    if (url.protocol !== 'https:' && !['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)) {
+      log.warn({ url: url.origin }, 'auth.jwt.jwks_url is not HTTPS: whoever can change it in transit can mint tokens');
+    }
+    return new RemoteKeySet(url, cfg, log);
+  }
   const secret = readSecret({ file: cfg.secret_file, env: cfg.secret_env }, 'auth.jwt secret');
   if (secret !== undefined) {
     const bytes = new TextEncoder().encode(secret);
