@@ -80,7 +80,8 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
     gws.set('jwt_uncached', await startGateway({ ...base, auth: jwt(0) }));
     const url = (t: Target) => `${gws.get(t)!.url}/v1/chat/completions`;
     const headers = { authorization: `Bearer ${token}` };
-    for (const t of TARGETS) await runWrk({ url: url(t), body: requestBody('json'), connections: 10, durationS: 1, dir, headers });
+    // warm-up (JIT, connection pools, the token cache), not recorded
+    for (const t of TARGETS) await runWrk({ url: url(t), body: requestBody('json'), connections: 10, durationS: 2, dir, headers });
     for (let r = 1; r <= rounds; r++) {
       for (const t of TARGETS) {
         const pid = gws.get(t)!.proc.child.pid!;
@@ -108,24 +109,43 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
       cpu_us_per_request_median: es.every((e) => e.cpu_us_per_request !== undefined) ? round(median(es.map((e) => e.cpu_us_per_request!)), 1) : null,
     }];
   })) as Record<Target, { rps_median: number; p50_ms_median: number; p99_ms_median: number; cpu_us_per_request_median: number | null }>;
-  const ratios = { jwt_vs_off: round(summary.jwt.rps_median / summary.off.rps_median), jwt_uncached_vs_off: round(summary.jwt_uncached.rps_median / summary.off.rps_median) };
+  // per round (the three targets ran back to back), then the median: less exposed to load that drifts
+  const perRound = (t: Target) => Array.from({ length: rounds }, (_, i) => {
+    const a = entries.find((e) => e.target === t && e.round === i + 1);
+    const b = entries.find((e) => e.target === 'off' && e.round === i + 1);
+    return a && b ? a.rps / b.rps : NaN;
+  }).filter(Number.isFinite);
+  const ratios = {
+    jwt_vs_off: round(median(perRound('jwt'))),
+    jwt_uncached_vs_off: round(median(perRound('jwt_uncached'))),
+    cpu_us_added_jwt: summary.jwt.cpu_us_per_request_median !== null && summary.off.cpu_us_per_request_median !== null ? round(summary.jwt.cpu_us_per_request_median - summary.off.cpu_us_per_request_median, 1) : null,
+    cpu_us_added_jwt_uncached: summary.jwt_uncached.cpu_us_per_request_median !== null && summary.off.cpu_us_per_request_median !== null ? round(summary.jwt_uncached.cpu_us_per_request_median - summary.off.cpu_us_per_request_median, 1) : null,
+  };
 
   // ---- in process: one verification per algorithm, and one cached lookup
-  const verify: Record<string, { us_p50: number; us_p99: number; us_mean: number; n: number }> = {};
+  // CPU time (process.cpuUsage) beside wall time: on a loaded machine the wall clock counts the time other
+  // processes held the CPU, the CPU time does not
+  const cpuUs = () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const verify: Record<string, { cpu_us_mean: number; wall_us_p50: number; wall_us_p99: number; n: number }> = {};
   const log = { warn: () => undefined, info: () => undefined };
   for (const s of signers) {
     const auth = await Authenticator.create({ ...jwt(0).jwt, jwks_refresh: 0, jwks_cooldown: 0, jwks_timeout: 0, clock_skew: 30_000, tenant_claim: 'sub', models_claim: 'models', priority_claim: 'priority' }, log);
     const tokens = await Promise.all(Array.from({ length: verifications + 200 }, (_, i) => mint(s, `t${i}`)));
     for (const tk of tokens.slice(0, 200)) await auth.authenticate(`Bearer ${tk}`); // warm-up
     const times: number[] = [];
+    const cpu0 = cpuUs();
     for (const tk of tokens.slice(200)) {
       const t0 = performance.now();
       const r = await auth.authenticate(`Bearer ${tk}`);
       times.push((performance.now() - t0) * 1000);
       if ('code' in r) throw new Error(`bench token refused: ${r.message}`);
     }
+    const cpu = (cpuUs() - cpu0) / times.length;
     const sm = summarize(times);
-    verify[s.alg] = { us_p50: round(sm.p50, 1), us_p99: round(sm.p99, 1), us_mean: round(sm.mean, 1), n: times.length };
+    verify[s.alg] = { cpu_us_mean: round(cpu, 1), wall_us_p50: round(sm.p50, 1), wall_us_p99: round(sm.p99, 1), n: times.length };
     auth.close();
   }
   const cachedAuth = await Authenticator.create({ ...jwt(10_000).jwt, jwks_refresh: 0, jwks_cooldown: 0, jwks_timeout: 0, clock_skew: 30_000, tenant_claim: 'sub', models_claim: 'models', priority_claim: 'priority' }, log);
@@ -134,22 +154,25 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
   const lookups = 200_000;
   for (let i = 0; i < 20_000; i++) cachedAuth.authenticate(header);
   const t0 = performance.now();
+  const c0 = cpuUs();
   for (let i = 0; i < lookups; i++) {
     if (cachedAuth.authenticate(header) instanceof Promise) throw new Error('a cached token was verified again');
   }
+  const cachedCpuNs = round(((cpuUs() - c0) * 1e3) / lookups, 0);
   const cachedNs = round(((performance.now() - t0) * 1e6) / lookups, 0);
   cachedAuth.close();
 
   const file = writeResult(out, 'auth.json', 'auth', { connections, duration_s: durationS, rounds, verifications, body: 'the overhead scenario\'s small JSON chat completion', load_generator: 'wrk 4.1, 1 thread, Lua POST with Authorization' }, {
-    entries, summary, ratios, verify_us: verify, cached_lookup_ns: cachedNs, notes,
+    entries, summary, ratios, verify, cached_lookup: { cpu_ns: cachedCpuNs, wall_ns: cachedNs }, load_average: os.loadavg(), notes,
   });
   console.log('target         req/s (median)  p50 ms  p99 ms  gateway CPU µs/req');
   for (const t of TARGETS) {
     const s = summary[t];
     console.log(`${t.padEnd(14)} ${String(s.rps_median).padStart(14)}  ${String(s.p50_ms_median).padStart(6)}  ${String(s.p99_ms_median).padStart(6)}  ${String(s.cpu_us_per_request_median ?? '-').padStart(18)}`);
   }
-  console.log(`jwt/off ${ratios.jwt_vs_off}, jwt_uncached/off ${ratios.jwt_uncached_vs_off}`);
-  for (const [alg, v] of Object.entries(verify)) console.log(`verify ${alg}: p50 ${v.us_p50} µs, p99 ${v.us_p99} µs, mean ${v.us_mean} µs (${v.n} distinct tokens)`);
-  console.log(`cached lookup (sha256 + LRU get): ${cachedNs} ns`);
+  console.log(`req/s vs off (median of per-round ratios): jwt ${ratios.jwt_vs_off}, jwt_uncached ${ratios.jwt_uncached_vs_off}; gateway CPU added per request: jwt ${ratios.cpu_us_added_jwt} µs, jwt_uncached ${ratios.cpu_us_added_jwt_uncached} µs`);
+  for (const [alg, v] of Object.entries(verify)) console.log(`verify ${alg}: ${v.cpu_us_mean} µs CPU each (wall p50 ${v.wall_us_p50} µs, p99 ${v.wall_us_p99} µs; ${v.n} distinct tokens)`);
+  console.log(`cached lookup (sha256 + LRU get): ${cachedCpuNs} ns CPU (wall ${cachedNs} ns)`);
+  console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`wrote ${file}`);
 }
