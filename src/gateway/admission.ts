@@ -8,7 +8,8 @@
  *    name and, for an alias, the target chosen) → 403 when not allowed; then each AdmissionCheck in order
  *    (tenant quotas are such a check), the first refusal answered.
  *
- * Neither part ever rejects its promise; an exchange whose client left meanwhile drops the result.
+ * `authenticate`'s promise never rejects; a check's promise should not either (one that does is a bug in
+ * that request: the exchange answers 500). An exchange whose client left meanwhile drops the result.
  */
 import { ModelGrant, type Identity } from '../auth/claims.js';
 import type { AuthResult, Authenticator } from '../auth/authenticator.js';
