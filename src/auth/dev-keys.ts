@@ -21,7 +21,13 @@ export interface SigningKey {
 /** The dev key pair's private key, made (with its JWKS beside it) when the directory has none. */
 export async function ensureDevKey(dir = DEV_KEY_DIR): Promise<SigningKey> {
   const file = join(dir, 'private.jwk.json');
-  if (!existsSync(file)) await generate(dir);
+  if (!existsSync(file)) {
+    try {
+      await generate(dir);
+    } catch (err) {
+      throw new Error(`cannot make the dev key pair in ${dir} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); use --key FILE`);
+    }
+  }
   return readSigningKey(file);
 }
 
