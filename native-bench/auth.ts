@@ -1,9 +1,10 @@
 /**
  * `auth`: what JWT authentication costs. Over the wire, the same fast upstream (the `overhead` scenario's)
- * through three gateways started side by side: auth off, JWT with its cache of verified tokens (a client
- * reusing its token: the steady state), and JWT with `cache_entries: 0` (every request verified), each
- * driven by wrk with a token, in interleaved rounds. In process, the cost of one verification per
- * algorithm (distinct tokens, no cache) and of one cached lookup.
+ * through three gateways started side by side: auth off, JWT with its cache of verified tokens (clients
+ * reusing their tokens: the steady state), and JWT with `cache_entries: 0` (every request verified), each
+ * driven by wrk sending `--tokens` distinct ES256 tokens in turn (so no two concurrent requests share one
+ * verification), in interleaved rounds. In process, the cost of one verification per algorithm (distinct
+ * tokens, no cache) and of one cached lookup.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -47,6 +48,7 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
   const durationS = numOpt(opts, 'duration', 5);
   const rounds = numOpt(opts, 'rounds', 3);
   const verifications = numOpt(opts, 'verifications', 2000);
+  const tokenCount = numOpt(opts, 'tokens', 1000);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'infergate-auth-bench-'));
   const notes: string[] = [];
   const signers: Signer[] = [];
@@ -71,6 +73,7 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
   const gws = new Map<Target, Gateway>();
   const es256 = signers.find((s) => s.alg === 'ES256')!;
   const token = await mint(es256, 'bench-tenant');
+  const tokens = await Promise.all(Array.from({ length: tokenCount }, (_, i) => mint(es256, `tenant-${i}`)));
   try {
     const upPort = await freePort();
     upstream = await startProcess(process.execPath, [CLI, 'upstream', '--port', String(upPort)], { readyPattern: /^upstream listening/, name: 'upstream' });
@@ -79,14 +82,13 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
     gws.set('jwt', await startGateway({ ...base, auth: jwt(10_000) }));
     gws.set('jwt_uncached', await startGateway({ ...base, auth: jwt(0) }));
     const url = (t: Target) => `${gws.get(t)!.url}/v1/chat/completions`;
-    const headers = { authorization: `Bearer ${token}` };
     // warm-up (JIT, connection pools, the token cache), not recorded
-    for (const t of TARGETS) await runWrk({ url: url(t), body: requestBody('json'), connections: 10, durationS: 2, dir, headers });
+    for (const t of TARGETS) await runWrk({ url: url(t), body: requestBody('json'), connections: 10, durationS: 2, dir, tokens });
     for (let r = 1; r <= rounds; r++) {
       for (const t of TARGETS) {
         const pid = gws.get(t)!.proc.child.pid!;
         const before = procCpuTicks(pid);
-        const w = await runWrk({ url: url(t), body: requestBody('json'), connections, durationS, dir, headers });
+        const w = await runWrk({ url: url(t), body: requestBody('json'), connections, durationS, dir, tokens });
         const after = procCpuTicks(pid);
         const e: (typeof entries)[number] = { target: t, round: r, rps: round(w.rps, 1), latency_ms: { p50: round(w.latency_ms.p50), p99: round(w.latency_ms.p99) }, non2xx: w.non2xx, errors: w.errors };
         if (before && after && w.requests > 0) e.cpu_us_per_request = round(((after.user + after.sys - before.user - before.sys) * 1e6) / clkTck / w.requests, 1);
@@ -162,7 +164,7 @@ export async function runAuth(opts: Map<string, string>): Promise<void> {
   const cachedNs = round(((performance.now() - t0) * 1e6) / lookups, 0);
   cachedAuth.close();
 
-  const file = writeResult(out, 'auth.json', 'auth', { connections, duration_s: durationS, rounds, verifications, body: 'the overhead scenario\'s small JSON chat completion', load_generator: 'wrk 4.1, 1 thread, Lua POST with Authorization' }, {
+  const file = writeResult(out, 'auth.json', 'auth', { connections, duration_s: durationS, rounds, verifications, tokens: tokenCount, body: 'the overhead scenario\'s small JSON chat completion', load_generator: 'wrk 4.1, 1 thread, Lua request() POSTing with the next of the tokens' }, {
     entries, summary, ratios, verify, cached_lookup: { cpu_ns: cachedCpuNs, wall_ns: cachedNs }, load_average: os.loadavg(), notes,
   });
   console.log('target         req/s (median)  p50 ms  p99 ms  gateway CPU µs/req');

@@ -38,8 +38,8 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
     },
   },
   auth: {
-    usage: 'auth       [--connections 50] [--duration 5] [--rounds 3] [--verifications 2000] [--out DIR]',
-    options: { connections: str, duration: str, rounds: str, verifications: str, out: str },
+    usage: 'auth       [--connections 50] [--duration 5] [--rounds 3] [--tokens 1000] [--verifications 2000] [--out DIR]',
+    options: { connections: str, duration: str, rounds: str, tokens: str, verifications: str, out: str },
   },
   mock: {
     usage: 'mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]',

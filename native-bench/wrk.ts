@@ -20,6 +20,22 @@ export function wrkScript(body: string, headers: Record<string, string> = {}): s
   return script;
 }
 
+/**
+ * A wrk Lua script that POSTs `body` with `Authorization: Bearer <token>`, the tokens taken in turn (each
+ * request of a connection the next one), so that a gateway sees many clients' tokens, not one.
+ */
+export function wrkTokenScript(body: string, tokens: readonly string[]): string {
+  const lua = (s: string) => s.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  return `local tokens = {${tokens.map((t) => `"${lua(t)}"`).join(',')}}
+local body = "${lua(body)}"
+local i = math.random(#tokens)
+request = function()
+  i = i % #tokens + 1
+  return wrk.format("POST", nil, { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. tokens[i] }, body)
+end
+`;
+}
+
 /** Parses wrk's `--latency` output. Exported for tests. */
 export function parseWrk(out: string): WrkResult {
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
@@ -36,10 +52,10 @@ export function parseWrk(out: string): WrkResult {
   return { rps, latency_ms: { p50: pct('50'), p99: pct('99') }, requests, errors, non2xx };
 }
 
-export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string; headers?: Record<string, string> }): Promise<WrkResult> {
+export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string; headers?: Record<string, string>; tokens?: readonly string[] }): Promise<WrkResult> {
   const wrk = ensureTool('wrk');
   const script = path.join(opts.dir, `wrk-${process.pid}.lua`);
-  writeFileSync(script, wrkScript(opts.body, opts.headers));
+  writeFileSync(script, opts.tokens ? wrkTokenScript(opts.body, opts.tokens) : wrkScript(opts.body, opts.headers));
   const threads = Math.max(1, Math.min(opts.threads ?? 1, opts.connections));
   const args = ['-t', String(threads), '-c', String(opts.connections), '-d', `${opts.durationS}s`, '--timeout', '10s', '--latency', '-s', script, opts.url];
   return new Promise((resolve, reject) => {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { cdfPoints, lineChart, niceTicks } from '../../native-bench/svg.js';
 import { renderPoliciesReport } from '../../native-bench/report.js';
-import { parseWrk, wrkScript } from '../../native-bench/wrk.js';
+import { parseWrk, wrkScript, wrkTokenScript } from '../../native-bench/wrk.js';
 import { promSums, vllmSample } from '../../native-bench/prom.js';
 import { SseTokenCounter } from '../../native-bench/stream.js';
 import { summarize, percentileSorted } from '../../native-bench/common.js';
@@ -55,6 +55,9 @@ Transfer/sec:    118.36MB
   t.equal(r.requests, 216206);
   t.match(wrkScript('{"a":"b"}'), /wrk.body = "\{\\"a\\":\\"b\\"\}"/);
   t.match(wrkScript('{}', { authorization: 'Bearer a"b' }), /wrk\.headers\["authorization"\] = "Bearer a\\"b"/, 'extra headers, quoted for Lua');
+  const rotating = wrkTokenScript('{"m":1}', ['t1', 't2']);
+  t.match(rotating, /local tokens = \{"t1","t2"\}/, 'the tokens, in a Lua table');
+  t.match(rotating, /request = function\(\)[^]*"Bearer " \.\. tokens\[i\]/, 'each request takes the next one');
 });
 
 t.test('prometheus sums and vllm samples', async (t) => {
