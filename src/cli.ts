@@ -34,6 +34,8 @@ Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PO
 A bad config exits 1 before listening, naming each problem with its key path and line.
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
 LOG_LEVEL, when set, wins over the config's logging.level.
+With auth.mode jwt, clients send "Authorization: Bearer <JWT>" (the keys are read, and a jwks_url fetched,
+before listening; "infergate token" mints development tokens for config/demo.yaml's dev key).
 `;
 
 async function main(argv: string[]): Promise<number> {
