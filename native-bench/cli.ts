@@ -3,6 +3,7 @@
  *   overhead  proxy cost against direct, nginx and the bare relay (wrk)     → DIR/overhead.json
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
+ *   auth      requests/s with auth off vs JWT (cached, uncached), and the cost of one verification → DIR/auth.json
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
  *   quota     tenant-quota admission cost, in memory and on a local redis-server   → DIR/quota.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
@@ -36,6 +37,10 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
       'drain-s': str, 'metrics-interval-ms': str, 'stale-after-ms': str, 'slo-ttft': str, 'slo-itl': str, 'no-sim': flag, out: str,
       ...Object.fromEntries(ENGINE_FLAGS.map(([f]) => [f, str])),
     },
+  },
+  auth: {
+    usage: 'auth       [--connections 50] [--duration 5] [--rounds 3] [--tokens 1000] [--verifications 2000] [--out DIR]',
+    options: { connections: str, duration: str, rounds: str, tokens: str, verifications: str, out: str },
   },
   mock: {
     usage: 'mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]',
@@ -118,6 +123,10 @@ async function main(): Promise<void> {
       const code = await runPolicies(opts);
       process.exitCode = code;
       return;
+    }
+    case 'auth': {
+      const { runAuth } = await import('./auth.js');
+      return runAuth(opts);
     }
     case 'mock': {
       const { runMock } = await import('./mock.js');

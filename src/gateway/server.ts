@@ -20,6 +20,10 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
 import { ShuttingDown, Upstreams } from './upstreams.js';
+import { Admission } from './admission.js';
+import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
+import { readSecret } from '../config/secrets.js';
+import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
 
 export interface GatewayAddresses {
@@ -37,6 +41,11 @@ export class Gateway implements GatewayContext {
   readonly decisions: DecisionRing | null;
   /** Date.now() when the process began (the status page's uptime) */
   readonly startedAt = Date.now();
+  readonly isTrustedProxy: (peer: string) => boolean;
+  readonly scheme: 'http' | 'https';
+  /** made by start(): the keys are read (and a jwks_url fetched) there */
+  admission: Admission = new Admission(undefined);
+  poolKeys: ReadonlyMap<string, string> = new Map();
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -60,8 +69,11 @@ export class Gateway implements GatewayContext {
         const r = this.readiness(Date.now());
         return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining
       },
+      authDisabled: config.auth.mode === 'none',
     });
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
+    this.isTrustedProxy = addressMatcher(config.trusted_proxies);
+    this.scheme = config.listen.tls ? 'https' : 'http';
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
@@ -71,7 +83,20 @@ export class Gateway implements GatewayContext {
   }
 
   async start(): Promise<GatewayAddresses> {
-    const { listen, admin, limits } = this.config;
+    const { listen, admin, limits, auth } = this.config;
+    // keys first: a missing key file or variable stops the start before anything listens
+    const keys = new Map<string, string>();
+    for (const [name, pool] of Object.entries(this.config.pools)) {
+      const key = readSecret({ file: pool.api_key_file, env: pool.api_key_env }, `pools.${name}.api_key`);
+      if (key !== undefined) keys.set(name, key);
+    }
+    this.poolKeys = keys;
+    if (auth.mode === 'jwt') {
+      const log = this.logger;
+      this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
+    } else {
+      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
+    }
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
@@ -106,11 +131,8 @@ export class Gateway implements GatewayContext {
       this.metrics.retainEndpoints(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config), this.logger);
+    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
     this.scraper.start();
-    if (this.config.auth.mode === 'none') {
-      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
-    }
     const scheme = listen.tls ? 'https' : 'http';
     return {
       url: `${scheme}://${hostForUrl(listen.host)}:${port}`,
@@ -145,10 +167,19 @@ export class Gateway implements GatewayContext {
     const maxBody = this.config.limits.max_body_bytes;
     front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this, client, req, 'chat'));
     front.post('/v1/completions', maxBody, (client, req) => new Exchange(this, client, req, 'completions'));
-    front.get('/v1/models', () => {
+    // the models the caller's token allows (all of them with auth off); 401 without a valid token
+    const listModels = (auth: AuthResult): Answer => {
+      if (isApiError(auth)) {
+        if (auth.rejectReason) this.metrics.rejected.inc({ reason: auth.rejectReason, pool: '' });
+        return errorAnswer(auth);
+      }
       const created = Math.floor(Date.now() / 1000);
-      const data = this.router.models().map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
+      const data = this.router.models().filter((id) => auth.models.allows(id)).map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
       return jsonAnswer('200 OK', JSON.stringify({ object: 'list', data }));
+    };
+    front.get('/v1/models', (_head, _query, authorization) => {
+      const auth = this.admission.authenticate(authorization);
+      return auth instanceof Promise ? auth.then(listModels) : listModels(auth);
     });
     const known = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models']);
     front.fallback((method, url) =>
@@ -192,6 +223,7 @@ export class Gateway implements GatewayContext {
       if (this.inFlight > 0) this.logger.warn({ in_flight: this.inFlight }, 'drain timeout: cutting the requests left');
     }
     this.discovery?.stop();
+    this.admission.close();
     await this.scraper?.stop();
     await this.upstreams.close(new ShuttingDown());
     // the cut requests answer (error event or 503) as undici reports the destroyed connections

@@ -37,6 +37,8 @@ export interface EndpointGaugeSource {
   openConnections?(): number;
   /** /readyz's answer: the gateway ready, and each configured model ready */
   readiness?(): { ready: boolean; models: ReadonlyArray<{ model: string; ready: boolean }> };
+  /** auth.mode none: infergate_auth_disabled is 1 */
+  authDisabled?: boolean;
 }
 
 export class GatewayMetrics {
@@ -240,6 +242,11 @@ export class GatewayMetrics {
     poolGauge('infergate_pool_saturated', '1 when every endpoint of the pool is saturated (new requests get 429), else 0.', (p) =>
       p.endpoints.length > 0 && p.endpoints.every((e) => e.saturated) ? 1 : 0,
     );
+    new client.Gauge({
+      name: 'infergate_auth_disabled',
+      help: '1 when auth.mode is none (every client may use every model), 0 when tokens are checked.',
+      registers,
+    }).set(source.authDisabled ? 1 : 0);
     new client.Gauge({
       name: 'infergate_open_connections',
       help: 'Client-port connections with a request in progress (bounded by limits.max_connections).',
