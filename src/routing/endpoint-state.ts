@@ -40,6 +40,14 @@ export class EndpointState {
   prefillMs = 0;
   /** first bytes per second (EWMA): how fast this endpoint drains its queue */
   drainRate = 0;
+  /** time to first byte of our requests here (dispatch → first byte, EWMA, ms); 0 = none yet */
+  ttftMs = 0;
+  /**
+   * our dispatched tickets in dispatch order (so by `at`), from `pendingHead` on; those no longer pending
+   * are dropped lazily (see overdue() in saturation.ts)
+   */
+  pendingQ: PoolTicket[] = [];
+  pendingHead = 0;
   removed = false;
   constructor(
     readonly id: number,
@@ -84,6 +92,15 @@ export function dispatched(tk: PoolTicket, now: number): void {
   if (st.pending++ === 0) st.busySince = now;
   st.pendingTokens += tk.tokens;
   st.sinceScrape++;
+  const q = st.pendingQ;
+  // keep the queue short: drop what is no longer pending once it outnumbers the pending ones
+  if (q.length - st.pendingHead > 2 * st.pending + 64) {
+    let w = 0;
+    for (let i = st.pendingHead; i < q.length; i++) if (q[i].phase === PENDING) q[w++] = q[i];
+    q.length = w;
+    st.pendingHead = 0;
+  }
+  q.push(tk);
 }
 
 export function firstByte(t: Ticket, now: number): void {
@@ -97,6 +114,8 @@ export function firstByte(t: Ticket, now: number): void {
     st.prefillMs = 0.9 * st.prefillMs + headMs;
   }
   st.busySince = now;
+  const ttft = Math.max(0, now - tk.at);
+  st.ttftMs = st.ttftMs > 0 ? 0.8 * st.ttftMs + 0.2 * ttft : Math.max(1, ttft);
   st.pending--;
   st.pendingTokens -= tk.tokens;
   if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);

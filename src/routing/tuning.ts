@@ -20,6 +20,13 @@ export interface Tuning {
   prefillTokensPerMs: number;
   /** whole-decode time of a request assumed before one has ended on the endpoint (ms) */
   decodeMs: number;
+  /** time to first byte assumed before one is observed on an endpoint (ms): see overdueTtftFactor */
+  ttftMs: number;
+  /**
+   * a request of ours still without a first byte after this many times the endpoint's recent TTFT counts as
+   * waiting there (saturation evidence that needs no scrape)
+   */
+  overdueTtftFactor: number;
   /** time to load a LoRA adapter into a free slot (ms) */
   loraLoadMs: number;
   /** consecutive errors that eject an endpoint */
@@ -44,6 +51,8 @@ export const DEFAULT_TUNING: Tuning = {
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,
   decodeMs: 2_000,
+  ttftMs: 1_000,
+  overdueTtftFactor: 2,
   loraLoadMs: 30,
   ejectAfterErrors: 3,
   ejectBaseMs: 5_000,
