@@ -21,6 +21,8 @@ export class EndpointState {
   decoding = 0;
   /** pending requests dispatched since the last scrape */
   sinceScrape = 0;
+  /** requests dispatched since the last scrape that have not ended (pending or decoding: each holds a seat) */
+  liveSinceScrape = 0;
   /** our pending requests when the last scrape was taken (it could see them, waiting or running) */
   pendingAtScrape = 0;
   /** batch capacity (max_num_seqs) when the signals carry it; Infinity otherwise */
@@ -92,6 +94,7 @@ export function dispatched(tk: PoolTicket, now: number): void {
   if (st.pending++ === 0) st.busySince = now;
   st.pendingTokens += tk.tokens;
   st.sinceScrape++;
+  st.liveSinceScrape++;
   const q = st.pendingQ;
   // keep the queue short: drop what is no longer pending once it outnumbers the pending ones
   if (q.length - st.pendingHead > 2 * st.pending + 64) {
@@ -155,6 +158,7 @@ export function ended(t: Ticket, now: number, outcome: Outcome, tuning: Tuning):
     }
   }
   st.inFlight--;
+  if (tk.epoch === st.epoch && st.liveSinceScrape > 0) st.liveSinceScrape--;
   tk.phase = ENDED;
   if (outcome === 'error') {
     st.consecutiveErrors++;

@@ -169,6 +169,7 @@ export class PoolRouter implements TicketOwner {
     st.sigAt = now;
     st.epoch++;
     st.sinceScrape = 0;
+    st.liveSinceScrape = 0;
     st.pendingAtScrape = st.pending;
     st.scrapeFailures = 0;
     // batch capacity, when the endpoint reports it (max_num_seqs). Not guessed from a queue next to a running

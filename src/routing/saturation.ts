@@ -32,8 +32,9 @@ export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning
   const cap = st.capacity;
   if (fresh) {
     const s = st.sig!;
+    // seats the scrape showed free; our requests sent since (running or not) take them first
     const free = cap === Infinity ? Infinity : Math.max(0, cap - s.running - s.waiting);
-    const beyond = st.sinceScrape > free ? st.sinceScrape - free : 0;
+    const beyond = st.liveSinceScrape > free ? st.liveSinceScrape - free : 0;
     return s.waiting + Math.max(beyond, overdue(st, now, t, true));
   }
   const beyond = cap !== Infinity && st.inFlight > cap ? st.inFlight - cap : 0;
@@ -41,8 +42,8 @@ export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning
 }
 
 /**
- * Our requests (with `sinceScrape`: only those dispatched since the last scrape) that are still without a first byte and have waited longer than
- * the endpoint's recent TTFT × overdueTtftFactor. Walks the dispatch-ordered queue from its oldest entry,
+ * Our requests (with `sinceScrape`: only those dispatched since the last scrape) still without a first
+ * byte after more than the endpoint's recent TTFT × overdueTtftFactor. Walks the dispatch-ordered queue from its oldest entry,
  * dropping the head entries that are no longer pending, and stops at the first one not yet overdue.
  */
 export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: boolean): number {
