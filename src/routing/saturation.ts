@@ -6,7 +6,8 @@
  * What counts as waiting is evidence, never the mere count of our requests in flight: a burst into idle
  * pods is what a batching engine schedules in one step (20 streams onto 2 idle vLLM pods all run at once),
  * so requests sent since the last scrape count only
- * - beyond the free seats of a known batch capacity (max_num_seqs, configured or reported), or
+ * - beyond the free seats of the batch capacity (max_num_seqs, configured or reported; else vLLM's
+ *   default of 256, `assumedBatchCapacity`, so that a flood between two scrapes is not admitted whole), or
  * - once they have waited for a first byte longer than `overdueTtftFactor` × the endpoint's recent time to
  *   first token (the assumed `ttftMs` until one is measured): a request that late is queued somewhere.
  * The scraped queue counts as it is. Without fresh metrics the same two tests apply to all our pending
@@ -29,7 +30,7 @@ const OVERDUE_LIMIT = 4096;
  * requests the scrape could not see that are beyond the free batch seats or overdue, whichever is more.
  */
 export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning): number {
-  const cap = st.capacity;
+  const cap = st.capacity !== Infinity ? st.capacity : t.assumedBatchCapacity > 0 ? t.assumedBatchCapacity : Infinity;
   if (fresh) {
     const s = st.sig!;
     // seats the scrape showed free; our requests sent since (running or not) take them first

@@ -20,6 +20,12 @@ export interface Tuning {
   prefillTokensPerMs: number;
   /** whole-decode time of a request assumed before one has ended on the endpoint (ms) */
   decodeMs: number;
+  /**
+   * batch capacity the saturation test assumes for an endpoint whose max_num_seqs is neither configured nor
+   * reported (vLLM's default, 256): a burst bigger than that per endpoint between two scrapes is not admitted
+   * whole on no evidence at all. 0: none (unbounded until a scrape or a late first byte shows a queue)
+   */
+  assumedBatchCapacity: number;
   /** time to first byte assumed before one is observed on an endpoint (ms): see overdueTtftFactor */
   ttftMs: number;
   /**
@@ -51,6 +57,7 @@ export const DEFAULT_TUNING: Tuning = {
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,
   decodeMs: 2_000,
+  assumedBatchCapacity: 256,
   ttftMs: 1_000,
   overdueTtftFactor: 2,
   loraLoadMs: 30,

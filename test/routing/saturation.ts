@@ -41,6 +41,9 @@ t.test('20 simultaneous requests onto 2 idle endpoints with fresh zero-queue sig
   }
   // a burst of 200 too: the count in flight alone is never the evidence
   t.equal(count(burst(idlePool(), 200, 10), 'ok'), 200);
+  // but a flood beyond vLLM's default batch (256 seats) per endpoint before any scrape shows it is bounded:
+  // 256 run, 5 wait, on each
+  t.equal(count(burst(idlePool(), 600, 10), 'ok'), 2 * (256 + 5), 'a flood of 600: 2 × (256 + 5) admitted');
 });
 
 t.test('a scraped queue at or over queue_depth saturates; below it does not', async (t) => {
