@@ -155,8 +155,9 @@ const pool = z.strictObject({
   saturation: z
     .strictObject({
       /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the
-       *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats or late for
-       *  their first byte (routing/saturation.ts), never the mere count in flight. */
+       *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats (256 when
+       *  unset: vLLM's default) or late for their first byte (routing/saturation.ts), never the mere count
+       *  in flight. */
       queue_depth: z.number().min(0).default(5),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
       kv_cache: z.number().min(0).max(1).default(0.8),
