@@ -9,7 +9,8 @@
  * - beyond the free seats of the batch capacity (max_num_seqs, configured or reported; else vLLM's
  *   default of 256, `assumedBatchCapacity`, so that a flood between two scrapes is not admitted whole), or
  * - once they have waited for a first byte longer than `overdueTtftFactor` × the endpoint's recent time to
- *   first token (the assumed `ttftMs` until one is measured): a request that late is queued somewhere.
+ *   first token (the assumed `ttftMs` until one is measured; at least `overdueMinMs`): a request that late
+ *   is queued somewhere.
  * The scraped queue counts as it is. Without fresh metrics the same two tests apply to all our pending
  * requests (in flight beyond the capacity; pending past the TTFT).
  */
@@ -60,7 +61,7 @@ export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: 
     h = 0;
   }
   st.pendingHead = h;
-  const limit = now - t.overdueTtftFactor * (st.ttftMs > 0 ? st.ttftMs : t.ttftMs);
+  const limit = now - Math.max(t.overdueMinMs, t.overdueTtftFactor * (st.ttftMs > 0 ? st.ttftMs : t.ttftMs));
   let n = 0;
   for (let i = h; i < q.length && n < OVERDUE_LIMIT; i++) {
     const tk = q[i];

@@ -33,6 +33,11 @@ export interface Tuning {
    * waiting there (saturation evidence that needs no scrape)
    */
   overdueTtftFactor: number;
+  /**
+   * ...but never sooner than this (ms): a first byte the gateway's own busy event loop has not handled yet
+   * is no evidence of a queue at the endpoint
+   */
+  overdueMinMs: number;
   /** time to load a LoRA adapter into a free slot (ms) */
   loraLoadMs: number;
   /** consecutive errors that eject an endpoint */
@@ -60,6 +65,7 @@ export const DEFAULT_TUNING: Tuning = {
   assumedBatchCapacity: 256,
   ttftMs: 1_000,
   overdueTtftFactor: 2,
+  overdueMinMs: 250,
   loraLoadMs: 30,
   ejectAfterErrors: 3,
   ejectBaseMs: 5_000,

@@ -82,11 +82,12 @@ t.test('requests stuck without a first byte long past the recent TTFT saturate',
   const stuck = burst(r, 12, 100);
   t.equal(count(stuck, 'ok'), 12);
   t.equal(r.pick('p', req(1), 140, { dryRun: true }).kind, 'ok', '40 ms later: not yet late (TTFT 50 ms)');
-  const late = r.pick('p', req(2), 260, { dryRun: true });
-  t.equal(late.kind, 'saturated', '160 ms later, six of ours on each still without a first byte: saturated');
+  t.equal(r.pick('p', req(1), 300, { dryRun: true }).kind, 'ok', '200 ms later: past 2 × TTFT but within the 250 ms floor');
+  const late = r.pick('p', req(2), 400, { dryRun: true });
+  t.equal(late.kind, 'saturated', '300 ms later, six of ours on each still without a first byte: saturated');
   // first bytes arrive: the evidence goes
-  for (const x of stuck) if (x.kind === 'ok') r.onFirstByte(x.ticket, 270);
-  t.equal(r.pick('p', req(3), 280, { dryRun: true }).kind, 'ok', 'their first bytes came: admitted again');
+  for (const x of stuck) if (x.kind === 'ok') r.onFirstByte(x.ticket, 410);
+  t.equal(r.pick('p', req(3), 420, { dryRun: true }).kind, 'ok', 'their first bytes came: admitted again');
 });
 
 t.test('metrics gone stale: overdue requests are the evidence, a plain count is not', async (t) => {
