@@ -244,7 +244,8 @@ const pool = z.strictObject({
     })
     .prefault({}),
   /** The engines' batch size (vLLM --max-num-seqs), when known: the picker then counts the wait for a
-   *  decode slot on a full endpoint. Engines do not export it in their metrics. */
+   *  decode slot on a full endpoint, and saturation counts requests beyond the free seats as waiting.
+   *  Engines do not export it in their metrics. */
   max_num_seqs: z.number().int().min(1).optional(),
   policy: z.enum(POLICY_NAMES).default('scored'),
   shadow_policy: z.enum(POLICY_NAMES).optional(),
@@ -258,7 +259,10 @@ const pool = z.strictObject({
     .prefault({}),
   saturation: z
     .strictObject({
-      /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. */
+      /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the
+       *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats (256 when
+       *  unset: vLLM's default) or late for their first byte (routing/saturation.ts), never the mere count
+       *  in flight. */
       queue_depth: z.number().min(0).default(5),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
       kv_cache: z.number().min(0).max(1).default(0.8),
