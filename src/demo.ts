@@ -36,6 +36,11 @@ export async function demoMain(args: string[]): Promise<number> {
     return 0;
   }
   const file = values.config ?? fileURLToPath(new URL('../config/demo.yaml', import.meta.url));
+  if (values.config === undefined) {
+    // config/demo.yaml names the dev key set, made on first use: made before the config's files are checked
+    const { ensureDevKey } = await import('./auth/dev-keys.js');
+    await ensureDevKey();
+  }
   let config;
   try {
     config = loadConfigFile(file);

@@ -54,6 +54,8 @@ export async function tokenMain(args: string[]): Promise<number> {
     return usage(`--priority must be one of ${PRIORITIES.join(', ')}`);
   }
   const file = values.config ?? DEMO_CONFIG;
+  // the dev key pair first: a config that names its key set (config/demo.yaml) is checked for that file
+  await ensureDevKey();
   let config;
   try {
     config = loadConfigFile(file);

@@ -7,6 +7,7 @@ import type { DecisionRing } from './decisions.js';
 import type { Upstreams } from './upstreams.js';
 import type { ClientSide } from './client.js';
 import type { Admission } from './admission.js';
+import type { Quota } from '../quota/index.js';
 
 export interface GatewayContext {
   config: Config;
@@ -18,6 +19,8 @@ export interface GatewayContext {
   stickyHeaders: ReadonlySet<string>;
   /** authentication, the token's models, and the checks before a request is sent */
   admission: Admission;
+  /** tenant quotas (src/quota/): admission's last step, and the usage charged when an answer ends */
+  readonly quota: Quota;
   /** pool → the key sent upstream as `Authorization: Bearer` (api_key_file / api_key_env) */
   poolKeys: ReadonlyMap<string, string>;
   /** whether a peer address is in trusted_proxies (its X-Forwarded-* are believed) */

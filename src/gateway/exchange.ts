@@ -16,6 +16,8 @@ import { renderPrompt } from '../openai/prompt.js';
 import { estimateTokens } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
+import { AnswerUsage, withIncludeUsage, type UsageMode } from '../openai/usage.js';
+import { NO_LEASE, quotaError, rateLimitHeaders, type QuotaDecision, type QuotaLease } from '../quota/index.js';
 import type { PoolConfig } from '../config/schema.js';
 import type { PickResult, Ticket } from '../routing/index.js';
 import { EMPTY } from './buffers.js';
@@ -71,6 +73,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private controller: Dispatcher.DispatchController | undefined;
   private attemptId = 0;
   private timer: NodeJS.Timeout | undefined;
+
+  // tenant quota (src/quota/): the lease this request holds, the x-ratelimit-* headers its answer carries,
+  // and how the answer's usage is read (to charge the real token count)
+  private lease: QuotaLease = NO_LEASE;
+  private quotaHeaders: ReadonlyArray<[string, string]> = [];
+  private usageMode: UsageMode = 'none';
+  private answerUsage: AnswerUsage | undefined;
+  /** the parsed body, kept from onBody until admission is done (the usage request may edit the bytes) */
+  private parsedBody: Record<string, unknown> | undefined;
 
   // answer
   firstByteAt = 0;
@@ -151,6 +162,41 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     const forwardAuth = this.poolCfg.forward_client_auth ? this.clientAuthorization : undefined;
     addUpstreamHeaders(this.fwdHeaders, this.ctx.poolKeys.get(this.pool), forwardAuth);
+    const quota = this.ctx.quota;
+    if (!quota.enabled) {
+      this.parsedBody = undefined;
+      this.startTries();
+      return;
+    }
+    // the tenant's quota, last: a request refused above never takes any of it
+    const tenant = this.tenant || 'anonymous';
+    if (quota.limitsFor(tenant).tokensPerMinute !== undefined && this.parsedBody) {
+      // the answer's real usage corrects the estimate: a stream is asked for its usage chunk (and the
+      // chunk is kept from a client that did not ask for it); a JSON answer carries usage anyway
+      const u = withIncludeUsage(this.upstreamBody, this.parsedBody);
+      this.upstreamBody = u.bytes;
+      this.usageMode = u.mode === 'none' && !this.streamRequested ? 'client' : u.mode;
+    }
+    this.parsedBody = undefined;
+    quota.admit(tenant, this.promptTokens).then(this.onQuota, (err: unknown) => this.onInternalError(err));
+  }
+
+  private readonly onQuota = (d: QuotaDecision): void => {
+    try {
+      if (this.phase !== 'admission' || this.clientGone) {
+        d.lease.release(); // the request ended meanwhile (client gone, timeout): nothing is held for it
+        return;
+      }
+      this.lease = d.lease;
+      this.quotaHeaders = rateLimitHeaders(d);
+      if (d.allowed) this.startTries();
+      else this.reject(quotaError(d)); // 429 + Retry-After, counted as rejected{reason="rate_limited"}
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  };
+
+  private startTries(): void {
     this.phase = 'upstream';
     this.tryNext();
   }
@@ -194,6 +240,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.forwardModel = resolved.model;
     this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
+    this.parsedBody = body;
     this.promptText = renderPrompt(body);
     this.promptTokens = estimateTokens(this.promptText);
     this.timer = setTimeout(() => {
@@ -278,6 +325,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     this.phase = 'streaming';
     this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout, this.ctx.config.debug_headers);
+    if (this.usageMode !== 'none' && statusCode < 300) this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse);
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -290,11 +338,19 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       series.ttft.observe((now - this.started) / 1000);
       relay.itl = series.itl;
     }
-    relay.data(chunk);
+    const out = this.answerUsage ? this.answerUsage.data(chunk) : chunk;
+    if (out.length > 0) relay.data(out);
   }
 
   onUpstreamEnd(): void {
     const relay = this.relay!;
+    const usage = this.answerUsage;
+    if (usage) {
+      const rest = usage.end();
+      if (rest.length > 0) relay.data(rest); // taken by end() below, in the same turn
+      const u = usage.usage;
+      if (u) this.lease.reconcile(u.promptTokens, u.completionTokens);
+    }
     relay.end();
     this.finish(relay.status, relay.status < 500 ? 'ok' : 'error');
   }
@@ -365,6 +421,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   writeOwnHeaders(): void {
     this.client.writeHeader('x-request-id', this.requestId);
+    for (const [k, v] of this.quotaHeaders) this.client.writeHeader(k, v);
     if (this.ctx.config.debug_headers && this.endpoint) this.client.writeHeader('x-infergate-endpoint', this.endpoint);
   }
 
@@ -456,6 +513,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       client.writeHeader('content-type', 'application/json');
       client.writeHeader('x-request-id', this.requestId);
       if (e.retryAfterS !== undefined) client.writeHeader('retry-after', String(e.retryAfterS));
+      for (const [k, v] of this.quotaHeaders) client.writeHeader(k, v);
       if (e.wwwAuthenticate !== undefined) client.writeHeader('www-authenticate', e.wwwAuthenticate);
       if (this.ctx.config.debug_headers && endpoint && e.status >= 500) client.writeHeader('x-infergate-endpoint', endpoint);
       client.end(body, closeConnection || this.ctx.draining); // nothing was written before: see Relay.end
@@ -475,6 +533,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.phase = 'done';
     if (this.timer) clearTimeout(this.timer);
     this.relay?.dispose();
+    this.lease.release(); // once: every end passes here
     this.endAttempt(outcome);
     this.ctx.inFlight--;
     recordExchange(this.ctx, this, code);

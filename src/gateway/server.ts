@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import { routerConfig, scraperConfig } from '../config/routing.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
+import { Quota } from '../quota/index.js';
 import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
@@ -39,6 +40,7 @@ export class Gateway implements GatewayContext {
   readonly metrics: GatewayMetrics;
   readonly stickyHeaders: ReadonlySet<string>;
   readonly decisions: DecisionRing | null;
+  readonly quota: Quota;
   /** Date.now() when the process began (the status page's uptime) */
   readonly startedAt = Date.now();
   readonly isTrustedProxy: (peer: string) => boolean;
@@ -72,6 +74,10 @@ export class Gateway implements GatewayContext {
       authDisabled: config.auth.mode === 'none',
     });
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
+    this.quota = new Quota(config.tenants, config.quota, {
+      logger: this.logger,
+      onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
+    });
     this.isTrustedProxy = addressMatcher(config.trusted_proxies);
     this.scheme = config.listen.tls ? 'https' : 'http';
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
@@ -228,6 +234,7 @@ export class Gateway implements GatewayContext {
     await this.upstreams.close(new ShuttingDown());
     // the cut requests answer (error event or 503) as undici reports the destroyed connections
     if (this.inFlight > 0) await this.inFlightDone(1_000);
+    await this.quota.close(); // after the last request released its lease
     this.adminFront?.close();
   }
 
