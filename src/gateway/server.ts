@@ -18,6 +18,7 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { Upstreams } from './upstreams.js';
 import { Front } from './uws-front.js';
+import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
   url: string;
@@ -48,6 +49,7 @@ export class Gateway implements GatewayContext {
     this.metrics = new GatewayMetrics({
       endpointStates: () => this.endpointStates(),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
+      uwsVersion: () => uwsInUse()?.version,
     });
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
@@ -68,6 +70,8 @@ export class Gateway implements GatewayContext {
       onHandlerError,
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
     });
+    const uws = uwsInUse();
+    if (uws) this.logger.info({ uws: uws.version, node: process.versions.node, skipped: uws.skipped }, `uws ${uws.version} native`);
     this.clientRoutes(this.front);
     const port = await this.front.listen(listen.host, listen.port);
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, onHandlerError });

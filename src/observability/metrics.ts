@@ -2,6 +2,7 @@
  * The gateway's Prometheus metrics (prom-client). One registry per gateway instance, so that tests and
  * the demo can run several in one process. Names are part of the user contract (shared/spec/README.md).
  */
+import { readFileSync } from 'node:fs';
 import client from 'prom-client';
 import { FastHistogram, type HistogramSeries } from './histogram.js';
 
@@ -14,7 +15,18 @@ export interface EndpointGaugeSource {
   endpointStates(): Array<[string, string, number, number]>;
   /** bytes held by request bodies being received (all connections) */
   bufferedBodyBytes?(): number;
+  /** the uWebSockets.js build serving ("20.57"), once loaded */
+  uwsVersion?(): string | undefined;
 }
+
+/** infergate's own version, from the package.json beside dist/ ("unknown" where there is none). */
+const VERSION = ((): string => {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+})();
 
 export class GatewayMetrics {
   readonly registry = new client.Registry();
@@ -126,6 +138,15 @@ export class GatewayMetrics {
       registers,
       collect() {
         this.set(source.bufferedBodyBytes?.() ?? 0);
+      },
+    });
+    new client.Gauge({
+      name: 'infergate_build_info',
+      help: 'Always 1; the labels say which infergate, Node and uWebSockets.js build are running.',
+      labelNames: ['version', 'node', 'uws'], registers,
+      collect() {
+        this.reset();
+        this.set({ version: VERSION, node: process.versions.node, uws: source.uwsVersion?.() ?? 'none' }, 1);
       },
     });
     new client.Gauge({
