@@ -8,9 +8,10 @@ import { ROOT, gatewayConfig, startGateway } from '../helpers/process.js';
 import { metric, scrape } from '../e2e/support.js';
 
 const host: UwsHost = { node: '20.20.2', abi: '115', platform: 'linux-x64', libc: 'glibc 2.36' };
-const native = { getParts: () => undefined, name: 'native' };
-const fallback = { name: 'fallback' };
-const isNative = (u: { getParts?: unknown }) => typeof u.getParts === 'function';
+type FakeUws = { name: string; getParts?: () => void };
+const native: FakeUws = { getParts: () => undefined, name: 'native' };
+const fallback: FakeUws = { name: 'fallback' };
+const isNative = (u: FakeUws) => typeof u.getParts === 'function';
 // What 20.57's loader throws on glibc 2.36: its banner first, the dynamic loader's reason after.
 const glibcError = new Error(
   'This version of uWS.js (v20.57.0) supports only Node.js versions 20, 22, 24 and 25 on (glibc) Linux, macOS and Windows.\n\n' +
