@@ -24,6 +24,8 @@ export interface UwsBuild {
   readonly module: string;
   /** where its binaries load, for the failure message */
   readonly needs: string;
+  /** `endWithoutBody(n)` ends a HEAD answer with `Content-Length: n` (20.30 never ends it, and aborts) */
+  readonly headLength: boolean;
 }
 
 /** In order of preference. Exact versions are pinned in package.json. */
@@ -32,11 +34,13 @@ export const UWS_BUILDS: readonly UwsBuild[] = [
     version: '20.57',
     module: '@btc-vision/uwebsockets.js',
     needs: 'Node 20, 22, 24 or 25 (modules ABI 115/127/137/141) on Linux x64/arm64 with glibc >= 2.38, macOS x64/arm64 or Windows x64',
+    headLength: true,
   },
   {
     version: '20.30',
     module: 'uWebSockets.js',
     needs: 'Node 18 or 20 (modules ABI 108/115) on Linux x64/arm64 with glibc >= 2.27, macOS x64/arm64 or Windows x64',
+    headLength: false,
   },
 ];
 
@@ -120,7 +124,8 @@ export function loadUws(maxHeaderBytes?: number): Uws {
 }
 
 /** Which build serves, once loadUws has run (for the start log and infergate_build_info). */
-export function uwsInUse(): { version: string; skipped: string[] } | undefined {
+export function uwsInUse(): { version: string; headLength: boolean; skipped: string[] } | undefined {
   if (!loaded) return undefined;
-  return { version: loaded.build.version, skipped: loaded.skipped.map((s) => `uws ${s.build.version}: ${s.reason}`) };
+  const { version, headLength } = loaded.build;
+  return { version, headLength, skipped: loaded.skipped.map((s) => `uws ${s.build.version}: ${s.reason}`) };
 }

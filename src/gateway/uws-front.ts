@@ -6,13 +6,13 @@
  *
  * uWS rules kept here: `req` is read only inside the route handler (it is invalid after); onAborted is
  * attached before a handler that answers later returns; onData's ArrayBuffer is copied before the
- * callback returns (uWS reuses its memory); a HEAD answer ends with `endWithoutBody()` and no argument
- * (given a length, uWS 20.30 never ends the response). The response object itself is handed on as the
+ * callback returns (uWS reuses its memory); a HEAD answer ends with `endWithoutBody(length of the GET's
+ * body)` on uWS 20.57 and with no argument on 20.30 (given a length, 20.30 never ends the response). The response object itself is handed on as the
  * ClientSide it satisfies, so a relayed chunk costs no extra layer.
  */
 import { accessSync, constants } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { loadUws, type Uws } from '../common/uws.js';
+import { loadUws, uwsInUse, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
@@ -40,6 +40,7 @@ export class Front {
 
   constructor(opts: FrontOptions) {
     this.uws = loadUws(opts.maxHeaderBytes);
+    headLength = uwsInUse()?.headLength ?? false;
     this.onHandlerError = opts.onHandlerError;
     this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
     const tls = opts.tls;
@@ -221,12 +222,17 @@ function requestHead(req: HttpRequest): ClientRequest {
   return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers };
 }
 
+/** Whether the uWS build in use can give a HEAD answer the GET's Content-Length (20.57 can, 20.30 cannot). */
+let headLength = false;
+
 function writeAnswer(res: HttpResponse, a: Answer, head: boolean): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
-  if (head) res.endWithoutBody();
-  else if (a.body !== undefined) res.end(a.body);
+  if (head) {
+    if (headLength && a.body !== undefined) res.endWithoutBody(Buffer.byteLength(a.body));
+    else res.endWithoutBody();
+  } else if (a.body !== undefined) res.end(a.body);
   else res.end();
 }

@@ -53,8 +53,8 @@ t.test('a build that throws is skipped with the loader\'s reason, and the next o
 
 t.test('a build that only loads its slow fallback is skipped too', async (t) => {
   const builds: UwsBuild[] = [
-    { version: 'a', module: 'a', needs: 'A' },
-    { version: 'b', module: 'b', needs: 'B' },
+    { version: 'a', module: 'a', needs: 'A', headLength: false },
+    { version: 'b', module: 'b', needs: 'B', headLength: false },
   ];
   const choice = chooseUws(builds, (b) => (b.version === 'a' ? fallback : native), isNative, () => host);
   t.equal(choice.build.version, 'b');

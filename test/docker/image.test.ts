@@ -4,6 +4,7 @@
 import t from 'tap';
 import { execFile, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { ROOT, freePort, tempDir, until } from '../helpers/process.js';
@@ -106,6 +107,28 @@ async function main(): Promise<void> {
     const r = await fetch(`${adminUrl}/healthz`, { signal: AbortSignal.timeout(5_000) });
     t.equal(r.status, 200);
     t.same(await r.json(), { status: 'ok' });
+  });
+
+  await t.test('HEAD answers carry the GET body\'s Content-Length on 20.57 (its endWithoutBody(n) works)', async (t) => {
+    const get = await fetch(`${adminUrl}/healthz`, { signal: AbortSignal.timeout(5_000) });
+    const length = (await get.arrayBuffer()).byteLength;
+    const head = await fetch(`${adminUrl}/healthz`, { method: 'HEAD', signal: AbortSignal.timeout(5_000) });
+    t.equal(head.status, 200);
+    t.equal(head.headers.get('content-length'), String(length));
+    t.equal((await head.arrayBuffer()).byteLength, 0, 'and no body');
+  });
+
+  await t.test('HTTP/1.0 gets 505 at once from 20.57 (20.30 held the connection without an answer)', async (t) => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, '127.0.0.1');
+      let data = '';
+      const timer = setTimeout(() => (sock.destroy(), reject(new Error(`no close within 5 s; got ${JSON.stringify(data)}`))), 5_000);
+      sock.on('data', (d: Buffer) => (data += d.toString()));
+      sock.on('error', () => undefined);
+      sock.on('close', () => (clearTimeout(timer), resolve(data)));
+      sock.write('GET /v1/models HTTP/1.0\r\n\r\n');
+    });
+    t.match(answer, /^HTTP\/1\.1 505 /, 'answered 505, and the connection closed');
   });
 
   await t.test('a streamed chat completion through the container ends with [DONE]', async (t) => {
