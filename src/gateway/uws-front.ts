@@ -231,7 +231,7 @@ function writeAnswer(res: HttpResponse, a: Answer, head: boolean): void {
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
   if (head) {
-    if (headLength && a.body !== undefined) res.endWithoutBody(Buffer.byteLength(a.body));
+    if (headLength && a.body) res.endWithoutBody(Buffer.byteLength(a.body)); // a route may leave the body out for HEAD
     else res.endWithoutBody();
   } else if (a.body !== undefined) res.end(a.body);
   else res.end();
