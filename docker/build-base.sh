@@ -33,7 +33,12 @@ node_pkg="${NODE_PACKAGE:-node-linux-$arch@24}"
 npm_pkg="${NPM_PACKAGE:-npm@11}"
 
 work=$(mktemp -d /tmp/infergate-base.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  # a failed debootstrap can leave proc/sys mounted inside the tree: unmount before removing anything
+  grep -o " $work/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
 root="$work/root"
 
 echo "debootstrap trixie from $mirror"

@@ -75,7 +75,9 @@ async function main(): Promise<void> {
   );
   const name = `infergate-test-${process.pid}-${Date.now()}`;
   // --health-interval: the image's own HEALTHCHECK command, run every second instead of every 10 s
+  // --read-only etc.: as docker/k8s/infergate.yaml runs it (read-only root file system, no capabilities)
   await docker(['run', '-d', '--name', name, '--network', 'host', '--health-interval', '1s',
+    '--read-only', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
     '-v', `${file}:/etc/infergate/gateway.yaml:ro`, IMAGE]);
   t.teardown(() => run('docker', ['rm', '-f', name]));
   const logs = async () => {
