@@ -35,7 +35,9 @@ npm_pkg="${NPM_PACKAGE:-npm@11}"
 work=$(mktemp -d /tmp/infergate-base.XXXXXX)
 cleanup() {
   # a failed debootstrap can leave proc/sys mounted inside the tree: unmount before removing anything
-  grep -o " $work/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount -l "$m" || true; done
+  local mounts
+  mounts=$(grep -o " $work/[^ ]*" /proc/mounts 2>/dev/null | sort -r || true)
+  for m in $mounts; do umount -l "$m" || true; done
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
