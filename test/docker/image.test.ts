@@ -194,4 +194,17 @@ async function main(): Promise<void> {
     clearTimeout(timer);
     t.not(outcome, 'still open', `the client's stream is over once the gateway is gone (${outcome})`);
   });
+
+  await t.test('a mock container from the same image turns healthy: the HEALTHCHECK probes its --port', async (t) => {
+    const mockPort = await freePort();
+    const mockName = `${name}-mock`;
+    await docker(['run', '-d', '--name', mockName, '--network', 'host', '--health-interval', '1s', '--read-only',
+      IMAGE, 'mock', '--port', String(mockPort), '--model', 'test-model']);
+    t.teardown(() => run('docker', ['rm', '-f', mockName]));
+    const status = await until(async () => {
+      const s = await docker(['inspect', '-f', '{{.State.Health.Status}}', mockName]);
+      return s === 'healthy' || s === 'unhealthy' ? s : undefined;
+    }, 60_000, 'a health verdict for the mock');
+    t.equal(status, 'healthy');
+  });
 }
