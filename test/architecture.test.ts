@@ -149,6 +149,12 @@ t.test('only the front adapter and the mock server know uWebSockets.js', async (
   for (const [file, edges] of graph) {
     for (const e of edges) if (e.to === 'uWebSockets.js' && !UWS_ALLOWED.has(file)) t.fail(`${file}:${e.line} imports uWebSockets.js`);
   }
+  // the second build is loaded by name (require), only by the one loader
+  for (const file of graph.keys()) {
+    if (file !== 'common/uws.ts' && withoutComments(readFileSync(join(SRC, file), 'utf8')).includes('@btc-vision/uwebsockets.js')) {
+      t.fail(`${file} names @btc-vision/uwebsockets.js; only common/uws.ts loads a uWS build`);
+    }
+  }
   for (const f of UWS_ALLOWED) t.ok(graph.has(f), `${f} exists`);
 });
 

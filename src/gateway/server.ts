@@ -26,6 +26,7 @@ import { Authenticator, isApiError, type AuthResult } from '../auth/authenticato
 import { readSecret } from '../config/secrets.js';
 import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
+import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
   url: string;
@@ -72,6 +73,7 @@ export class Gateway implements GatewayContext {
         return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining
       },
       authDisabled: config.auth.mode === 'none',
+      uwsVersion: () => uwsInUse()?.version,
     });
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
     this.quota = new Quota(config.tenants, config.quota, {
@@ -124,6 +126,8 @@ export class Gateway implements GatewayContext {
         onRefused: () => this.metrics.rejected.inc({ reason: 'too_many_connections', pool: '' }),
       },
     });
+    const uws = uwsInUse();
+    if (uws) this.logger.info({ uws: uws.version, node: process.versions.node, skipped: uws.skipped }, `uws ${uws.version} native`);
     this.clientRoutes(this.front);
     const port = await this.front.listen(listen.host, listen.port);
     this.logger.info({ max_connections: bound.max, max_connections_per_client: limits.max_connections_per_client, open_file_limit: fdLimit }, 'client connections bounded');

@@ -6,12 +6,12 @@
  *
  * uWS rules kept here: `req` is read only inside the route handler (it is invalid after); onAborted is
  * attached before a handler that answers later returns; onData's ArrayBuffer is copied before the
- * callback returns (uWS reuses its memory); a HEAD answer ends with `endWithoutBody()` and no argument
- * (given a length, uWS 20.30 never ends the response). The response object itself is handed on as the
+ * callback returns (uWS reuses its memory); a HEAD answer ends with `endWithoutBody(length of the GET's
+ * body)` on uWS 20.57 and with no argument on 20.30 (given a length, 20.30 never ends the response). The response object itself is handed on as the
  * ClientSide it satisfies, so a relayed chunk costs no extra layer.
  */
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { loadUws, type Uws } from '../common/uws.js';
+import { loadUws, uwsInUse, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { normalizePeer } from '../common/ip.js';
 import { EMPTY } from './buffers.js';
@@ -85,6 +85,7 @@ export class Front {
 
   constructor(opts: FrontOptions) {
     this.uws = loadUws(opts.maxHeaderBytes);
+    headLength = uwsInUse()?.headLength ?? false;
     this.onHandlerError = opts.onHandlerError;
     this.maxHeaderBytes = opts.maxHeaderBytes;
     this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
@@ -431,13 +432,18 @@ function requestHead(req: HttpRequest, res: HttpResponse): ClientRequest {
   return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers, peer };
 }
 
+/** Whether the uWS build in use can give a HEAD answer the GET's Content-Length (20.57 can, 20.30 cannot). */
+let headLength = false;
+
 function writeAnswer(res: HttpResponse, a: Answer, head: boolean, closeConnection = false): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
   if (a.wwwAuthenticate !== undefined) res.writeHeader('www-authenticate', a.wwwAuthenticate);
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
-  // (endWithoutBody with any argument never ends the response in 20.30, so a HEAD answer keeps its connection)
-  if (head) res.endWithoutBody();
-  else res.end(a.body ?? '', closeConnection);
+  if (head) {
+    // (on 20.30 endWithoutBody with any argument never ends the response, so a HEAD answer there has no length)
+    if (headLength && a.body) res.endWithoutBody(Buffer.byteLength(a.body)); // a route may leave the body out for HEAD
+    else res.endWithoutBody();
+  } else res.end(a.body ?? '', closeConnection);
 }

@@ -2,6 +2,7 @@
  * The gateway's Prometheus metrics (prom-client). One registry per gateway instance, so that tests and
  * the demo can run several in one process. Names are part of the user contract (shared/spec/README.md).
  */
+import { readFileSync } from 'node:fs';
 import client from 'prom-client';
 import { FastHistogram, type HistogramSeries } from './histogram.js';
 
@@ -39,7 +40,18 @@ export interface EndpointGaugeSource {
   readiness?(): { ready: boolean; models: ReadonlyArray<{ model: string; ready: boolean }> };
   /** auth.mode none: infergate_auth_disabled is 1 */
   authDisabled?: boolean;
+  /** the uWebSockets.js build serving ("20.57"), once loaded */
+  uwsVersion?(): string | undefined;
 }
+
+/** infergate's own version, from the package.json beside dist/ ("unknown" where there is none). */
+const VERSION = ((): string => {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+})();
 
 export class GatewayMetrics {
   readonly registry = new client.Registry();
@@ -242,6 +254,15 @@ export class GatewayMetrics {
     poolGauge('infergate_pool_saturated', '1 when every endpoint of the pool is saturated (new requests get 429), else 0.', (p) =>
       p.endpoints.length > 0 && p.endpoints.every((e) => e.saturated) ? 1 : 0,
     );
+    new client.Gauge({
+      name: 'infergate_build_info',
+      help: 'Always 1; the labels say which infergate, Node and uWebSockets.js build are running.',
+      labelNames: ['version', 'node', 'uws'], registers,
+      collect() {
+        this.reset();
+        this.set({ version: VERSION, node: process.versions.node, uws: source.uwsVersion?.() ?? 'none' }, 1);
+      },
+    });
     new client.Gauge({
       name: 'infergate_auth_disabled',
       help: '1 when auth.mode is none (every client may use every model), 0 when tokens are checked.',

@@ -17,7 +17,7 @@ t.test('the shipped example configs are valid', async (t) => {
   // config/demo.yaml names the dev key set that `demo` and `token` make on first use (a fresh clone has none)
   const { ensureDevKey } = await import('../../src/auth/dev-keys.js');
   await ensureDevKey();
-  for (const f of ['config/demo.yaml', 'config/gateway.yaml', 'docker/gateway.compose.yaml']) {
+  for (const f of ['config/demo.yaml', 'config/gateway.yaml', 'docker/gateway.yaml']) {
     const p = runCli(['check-config', join(ROOT, f)]);
     t.equal(await p.exited(), 0, `${f}: ${p.stderr()}`);
     t.equal(p.stdout(), 'ok\n');
