@@ -11,8 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import { renderPrompt } from '../openai/prompt.js';
-import { estimateTokens } from '../openai/tokens.js';
+import { renderPromptHead } from '../openai/prompt.js';
+import { tokensOfChars } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
 import type { PoolConfig } from '../config/schema.js';
@@ -41,7 +41,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   pool = '';
   poolCfg!: PoolConfig;
   forwardModel = '';
+  /** the rendered prompt's first max_blocks × block_chars characters: all the prefix index reads */
   promptText = '';
+  /** the whole rendered prompt's length, and its token estimate */
+  promptChars = 0;
   promptTokens = 0;
   private upstreamBody: Buffer = EMPTY;
   /** the client asked for `"stream": true` */
@@ -113,8 +116,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.forwardModel = resolved.model;
     this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
-    this.promptText = renderPrompt(body);
-    this.promptTokens = estimateTokens(this.promptText);
+    ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(body, this.poolCfg.prefix.max_blocks * this.poolCfg.prefix.block_chars));
+    this.promptTokens = tokensOfChars(this.promptChars);
     addUpstreamHeaders(this.fwdHeaders, this.poolCfg.api_key);
     this.timer = setTimeout(() => {
       try {

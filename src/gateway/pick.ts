@@ -19,6 +19,7 @@ export interface PickTarget {
   /** the model name sent upstream (an alias resolved) */
   readonly forwardModel: string;
   readonly promptText: string;
+  readonly promptChars: number;
   readonly promptTokens: number;
 }
 
@@ -28,7 +29,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   const t0 = performance.now();
   const pick: PickResult = ctx.router.pick(
     pool,
-    { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens, exclude },
+    { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens, exclude },
     Date.now(),
     ctx.logger.isLevelEnabled('debug') ? PICK_EXPLAIN : PICK,
   );
@@ -39,7 +40,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   }
   const shadow = poolCfg.shadow_policy;
   if (shadow && pick.kind === 'ok' && firstTry) {
-    const alt = ctx.router.pick(pool, { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
+    const alt = ctx.router.pick(pool, { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
     ctx.metrics.shadowPick(pool, shadow, alt.kind === 'ok' ? (alt.endpoint === pick.endpoint ? 'same' : 'different') : alt.kind);
   }
   return pick;

@@ -179,3 +179,21 @@ export function stringifyDeep(value: unknown): string {
   }
   return out;
 }
+
+/**
+ * stringifyJson(value).length, without making the text for a number (a token id) and without a
+ * stack-free walk of its own: a value that is not a number is serialised natively and measured. Used to
+ * count a prompt's length past the part the gateway renders (prompt.ts: renderPromptHead).
+ */
+export function jsonLength(value: unknown): number {
+  return typeof value === 'number' ? numberLength(value) : stringifyJson(value).length;
+}
+
+/** JSON.stringify(x).length for a number: a token id's digits counted by comparisons, others serialised. */
+function numberLength(x: number): number {
+  if ((x | 0) === x && x >= 0) {
+    // prettier-ignore
+    return x < 10 ? 1 : x < 100 ? 2 : x < 1e3 ? 3 : x < 1e4 ? 4 : x < 1e5 ? 5 : x < 1e6 ? 6 : x < 1e7 ? 7 : x < 1e8 ? 8 : x < 1e9 ? 9 : 10;
+  }
+  return (JSON.stringify(x) ?? 'null').length;
+}
