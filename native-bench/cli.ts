@@ -4,6 +4,7 @@
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
+ *   reliability  attacker classes, overload, soak and body-parsing cost against a real gateway → DIR/reliability.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -39,6 +40,10 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   mock: {
     usage: 'mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]',
     options: { count: str, connections: str, duration: str, 'max-tokens': str, 'time-scale': str, out: str },
+  },
+  reliability: {
+    usage: 'reliability [--quick] [--cases 30] [--overload-s 60] [--soak-s 600] [--offered 4] [--heavy 2] [--out DIR]',
+    options: { quick: flag, cases: str, 'overload-s': str, 'soak-s': str, offered: str, heavy: str, out: str },
   },
   // internal: started by the scenarios above as child processes
   'picker-child': { usage: '', options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str }, hidden: true },
@@ -117,6 +122,11 @@ async function main(): Promise<void> {
     case 'mock': {
       const { runMock } = await import('./mock.js');
       return runMock(opts);
+    }
+    case 'reliability': {
+      const { runReliability } = await import('./reliability.js');
+      process.exitCode = await runReliability(opts);
+      return;
     }
     case 'upstream': {
       // Internal: the fast test upstream of `overhead`, as its own process.
