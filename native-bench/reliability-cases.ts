@@ -124,6 +124,7 @@ export const CASES: CaseClass[] = [
       const body = chatBody(t, i);
       const cl = `Content-Length: ${body.length}`;
       const shapes: Array<[string, string[]]> = [
+        ['gzip body', [...JSON_HEADERS, cl, 'Content-Encoding: gzip']],
         ['NUL in a value', [...JSON_HEADERS, cl, 'X-Bad: a\u0000b']],
         ['control byte in a value', [...JSON_HEADERS, cl, 'X-Bad: a\u0001b']],
         ['space before the colon', [...JSON_HEADERS, cl, 'X-Bad : v']],
@@ -133,7 +134,7 @@ export const CASES: CaseClass[] = [
         ['Content-Length with a sign', [...JSON_HEADERS, `Content-Length: +${body.length}`]],
         ['hex Content-Length', [...JSON_HEADERS, `Content-Length: 0x${body.length.toString(16)}`]],
         ['a 64 KB header', [...JSON_HEADERS, cl, `X-Big: ${'b'.repeat(65_536)}`]],
-        ['gzip body', [...JSON_HEADERS, cl, 'Content-Encoding: gzip']],
+        ['underscore in a name', [...JSON_HEADERS, cl, 'X_Tenant: a']],
       ];
       const [label, lines] = shapes[i % shapes.length];
       const bytes = Buffer.concat([Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${t.authority}\r\n${lines.map((l) => `${l}\r\n`).join('')}\r\n`, 'latin1'), body]);

@@ -238,6 +238,8 @@ interface LoadStats {
   rejected: number;
   failed: number;
   total: number;
+  /** failures by status, or by the client's error code */
+  failures: Record<string, number>;
 }
 
 /**
@@ -246,7 +248,11 @@ interface LoadStats {
  */
 async function load(s: Setup, clients: number, heavy: number, ms: number, onTick?: () => Promise<void>): Promise<LoadStats> {
   const agent = new Agent({ connections: clients + heavy + 4, keepAliveTimeout: 5_000 });
-  const st: LoadStats = { ttftMs: [], ok: 0, rejected: 0, failed: 0, total: 0 };
+  const st: LoadStats = { ttftMs: [], ok: 0, rejected: 0, failed: 0, total: 0, failures: {} };
+  const failed = (why: string): void => {
+    st.failed++;
+    st.failures[why] = (st.failures[why] ?? 0) + 1;
+  };
   const end = Date.now() + ms;
   const url = s.gw.target;
   const heavyBody = heavy > 0 ? tokenIdBody(Math.floor(MAX_BODY * 0.95), 3) : Buffer.alloc(0);
@@ -275,10 +281,10 @@ async function load(s: Setup, clients: number, heavy: number, ms: number, onTick
         } else if (r.statusCode === 429) {
           st.rejected++;
           await sleep(50);
-        } else st.failed++;
-      } catch {
+        } else failed(`${isHeavy ? 'heavy ' : ''}${r.statusCode}`);
+      } catch (e) {
         st.total++;
-        st.failed++;
+        failed(`${isHeavy ? 'heavy ' : ''}${(e as { code?: string }).code ?? (e as Error).name}`);
         await sleep(50);
       }
     }
@@ -294,7 +300,7 @@ async function load(s: Setup, clients: number, heavy: number, ms: number, onTick
   return st;
 }
 
-async function overload(s: Setup, offered: number, heavy: number, seconds: number): Promise<Record<string, number>> {
+async function overload(s: Setup, offered: number, heavy: number, seconds: number): Promise<Record<string, unknown>> {
   const slots = MOCKS * SLOTS_PER_MOCK;
   const clients = Math.round(offered * slots);
   const loopLag: number[] = [];
@@ -324,6 +330,7 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
     requests: stats.total,
     admitted: stats.ok,
     failed: stats.failed,
+    failed_by: stats.failures,
     admitted_ttft_p50_ms: round(percentileSorted(ttft, 0.5), 1),
     admitted_ttft_p99_ms: round(percentileSorted(ttft, 0.99), 1),
     rejected_share: round(stats.total > 0 ? stats.rejected / stats.total : 0, 3),
@@ -333,7 +340,7 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
   };
 }
 
-async function soak(s: Setup, seconds: number): Promise<Record<string, number>> {
+async function soak(s: Setup, seconds: number): Promise<Record<string, unknown>> {
   const pid = s.gw.proc.child.pid;
   const warmMs = Math.min(10_000, (seconds * 1000) / 3);
   const samples: Array<[number, number]> = [];
@@ -345,7 +352,7 @@ async function soak(s: Setup, seconds: number): Promise<Record<string, number>> 
   const afterWarm = samples.filter(([t]) => t >= warmMs).map(([, r]) => r);
   const start = mean(afterWarm.slice(0, 5));
   const endRss = mean(afterWarm.slice(-5));
-  return { seconds, warmup_seconds: round(warmMs / 1000, 1), requests: stats.total, failed: stats.failed, rss_after_warmup_mb: round(start, 1), rss_end_mb: round(endRss, 1), rss_growth_mb: round(endRss - start, 1) };
+  return { seconds, warmup_seconds: round(warmMs / 1000, 1), requests: stats.total, failed: stats.failed, failed_by: stats.failures, rss_after_warmup_mb: round(start, 1), rss_end_mb: round(endRss, 1), rss_growth_mb: round(endRss - start, 1) };
 }
 
 /** The gateway's per-body CPU, in this process: checkBody + renderPromptHead, and the old full render. */
@@ -389,9 +396,9 @@ export function parseCost(mb: number, reps: number): Array<Record<string, number
 
 export async function runReliability(opts: Map<string, string>): Promise<number> {
   const quick = opts.has('quick');
-  const tries = numOpt(opts, 'cases', quick ? 6 : 30);
-  const overloadS = numOpt(opts, 'overload-s', quick ? 15 : 60);
-  const soakS = numOpt(opts, 'soak-s', quick ? 30 : 600);
+  const tries = numOpt(opts, 'cases', quick ? 12 : 40);
+  const overloadS = numOpt(opts, 'overload-s', quick ? 12 : 60);
+  const soakS = numOpt(opts, 'soak-s', quick ? 25 : 600);
   const offered = numOpt(opts, 'offered', 4);
   const heavy = numOpt(opts, 'heavy', 2);
   const outDir = opts.get('out') ?? 'bench-out';
@@ -404,16 +411,17 @@ export async function runReliability(opts: Map<string, string>): Promise<number>
   try {
     const cases: CaseFigures[] = [];
     for (const c of CASES) {
-      const fig = await runClass(s, c, tries, 4);
+      const fig = await runClass(s, c, tries, 12); // most of a class's time is spent waiting (idle timeouts)
       cases.push(fig);
       process.stderr.write(`${c.name}: ${fig.tried} tried, ${fig.crashes} crashes, ${fig.hangs} hangs, ${fig.silent_truncations} truncations, ${fig.leaked_upstreams} leaked, ${fig.wrong_accepts} wrong accepts ${JSON.stringify(fig.outcomes)}\n`);
       for (const f of fig.failures) process.stderr.write(`  ${f}\n`);
     }
+    // the soak before the overload: after it, the heap the overload grew shrinks back and hides growth
+    const so = soakS > 0 ? await soak(s, soakS) : null;
+    if (so) process.stderr.write(`soak: ${JSON.stringify(so)}\n`);
     const over = overloadS > 0 ? await overload(s, offered, heavy, overloadS) : null;
     if (over) process.stderr.write(`overload: ${JSON.stringify(over)}\n`);
     const overLeak = await drained(s, 15_000);
-    const so = soakS > 0 ? await soak(s, soakS) : null;
-    if (so) process.stderr.write(`soak: ${JSON.stringify(so)}\n`);
     const parse = parseCost(quick ? 1 : 4, quick ? 3 : 7);
     // exit status: what breaks the gateway for everyone (wrong accepts are reported, see RELIABILITY.md)
     const bad = cases.reduce((n, c) => n + c.crashes + c.hangs + c.silent_truncations + c.leaked_upstreams, 0) + overLeak + (s.gw.exited ? 1 : 0);
