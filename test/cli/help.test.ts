@@ -16,7 +16,7 @@ function run(script: string, args: string[]) {
 }
 
 const commands = ['serve', 'check-config', 'schema', 'mock', 'demo', 'simulate', 'version'];
-const scenarios = ['overhead', 'picker', 'policies', 'mock'];
+const scenarios = ['overhead', 'picker', 'policies', 'mock', 'reliability'];
 
 t.test('infergate COMMAND --help', async (t) => {
   for (const c of commands) {
