@@ -21,7 +21,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
-import { INFERGATE_CLI, freePort, freePortRange, numOpt, percentileSorted, round, sleep, startProcess, writeResult, type Proc } from './common.js';
+import { INFERGATE_CLI, clockTicks, freePort, freePortRange, numOpt, percentileSorted, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
 import { promSums } from './prom.js';
 import { finalAnswer, rawExchange, judge, type RawResult } from './rawhttp.js';
 import { CASES, type CaseTry, type Target } from './reliability-cases.js';
@@ -312,6 +312,12 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
   const pid = s.gw.proc.child.pid;
   await getText(`${s.gw.adminUrl}/metrics`); // prom-client's event-loop histogram restarts at each scrape
   let lastScrape = 0;
+  const cpu = (p: number | undefined): number => {
+    const c = p === undefined ? null : procCpuTicks(p);
+    return c ? (c.user + c.sys) / clockTicks() : 0;
+  };
+  const gwCpu0 = cpu(pid);
+  const mockCpu0 = cpu(s.mocks.child.pid);
   const stats = await load(s, clients, heavy, seconds * 1000, async () => {
     peakRss = Math.max(peakRss, rssMb(pid));
     const t0 = performance.now();
@@ -324,6 +330,8 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
       if (lag !== undefined) loopLag.push(lag * 1000);
     }
   });
+  const gwCpu = cpu(pid) - gwCpu0;
+  const mockCpu = cpu(s.mocks.child.pid) - mockCpu0;
   const ttft = Float64Array.from(stats.ttftMs).sort();
   const adm = Float64Array.from(admin).sort();
   return {
@@ -341,6 +349,9 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
     event_loop_delay_p99_ms: round(loopLag.length ? Math.max(...loopLag) : 0, 1),
     admin_p99_ms: round(percentileSorted(adm, 0.99), 1),
     peak_rss_mb: round(peakRss, 1),
+    // CPU seconds each process got in the window: how busy the gateway was, and who else took the cores
+    gateway_cpu_s: round(gwCpu, 2),
+    mocks_cpu_s: round(mockCpu, 2),
   };
 }
 
@@ -349,14 +360,38 @@ async function soak(s: Setup, seconds: number): Promise<Record<string, unknown>>
   const warmMs = Math.min(10_000, (seconds * 1000) / 3);
   const samples: Array<[number, number]> = [];
   const t0 = Date.now();
+  let indexAtWarm: number | null = null;
   const stats = await load(s, (MOCKS * SLOTS_PER_MOCK) / 2, 0, seconds * 1000, async () => {
     samples.push([Date.now() - t0, rssMb(pid)]);
+    if (indexAtWarm === null && Date.now() - t0 >= warmMs) indexAtWarm = await indexBytes(s);
   });
+  const indexAtEnd = await indexBytes(s);
   const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
   const afterWarm = samples.filter(([t]) => t >= warmMs).map(([, r]) => r);
   const start = mean(afterWarm.slice(0, 5));
   const endRss = mean(afterWarm.slice(-5));
-  return { seconds, warmup_seconds: round(warmMs / 1000, 1), requests: stats.total, failed: stats.failed, failed_by: stats.failures, rss_after_warmup_mb: round(start, 1), rss_end_mb: round(endRss, 1), rss_growth_mb: round(endRss - start, 1) };
+  return {
+    seconds,
+    warmup_seconds: round(warmMs / 1000, 1),
+    requests: stats.total,
+    failed: stats.failed,
+    failed_by: stats.failures,
+    rss_after_warmup_mb: round(start, 1),
+    rss_end_mb: round(endRss, 1),
+    rss_growth_mb: round(endRss - start, 1),
+    // the prefix index fills up to its bound (every soak prompt is new): its own estimate of its growth
+    prefix_index_growth_mb: round(((indexAtEnd ?? 0) - (indexAtWarm ?? 0)) / 2 ** 20, 1),
+  };
+}
+
+/** The prefix index's own size estimate, all pools (GET /debug/pools), in bytes. */
+async function indexBytes(s: Setup): Promise<number | null> {
+  try {
+    const pools = JSON.parse((await getText(`${s.gw.adminUrl}/debug/pools`)).text) as Record<string, { index: { approxBytes: number } }>;
+    return Object.values(pools).reduce((n, p) => n + p.index.approxBytes, 0);
+  } catch {
+    return null;
+  }
 }
 
 /** This process's CPU time (user + system) in ms: on a shared machine, unlike wall time, it does not count waiting for a core. */
