@@ -122,7 +122,8 @@ class HeadWriter {
   }
 
   json(v: unknown): void {
-    if (!this.full) this.add(stringifyJson(v));
+    // a number (a token id) as String gives: the same text as JSON.stringify for a finite one, cheaper
+    if (!this.full) this.add(typeof v === 'number' ? (Number.isFinite(v) ? String(v) : 'null') : stringifyJson(v));
     else this.chars += jsonLength(v);
   }
 }
