@@ -158,9 +158,10 @@ export const CASES: CaseClass[] = [
         ['TE with a tab', [...JSON_HEADERS, 'Transfer-Encoding:\tchunked\t'], chunkedBody],
         ['GET: two different Content-Length', ['Content-Length: 0', `Content-Length: ${smuggled(t, i).length}`], Buffer.alloc(0)],
         ['GET: TE chunked;q=1', ['Transfer-Encoding: chunked;q=1'], Buffer.from('0\r\n\r\n')],
+        ['PUT to no route: two different Content-Length', ['Content-Length: 0', `Content-Length: ${smuggled(t, i).length}`], Buffer.alloc(0)],
       ];
       const [label, lines, b] = shapes[i % shapes.length];
-      const line = label.startsWith('GET') ? 'GET /v1/models' : 'POST /v1/chat/completions';
+      const line = label.startsWith('GET') ? 'GET /v1/models' : label.startsWith('PUT') ? 'PUT /nowhere' : 'POST /v1/chat/completions';
       const bytes = Buffer.concat([Buffer.from(`${line} HTTP/1.1\r\nHost: ${t.authority}\r\n${lines.map((l) => `${l}\r\n`).join('')}\r\n`, 'latin1'), b, Buffer.from(smuggled(t, i))]);
       // `refuse`: the shape itself is refused and nothing after it is served; a tab around `chunked` is
       // optional whitespace (RFC 9110), so that one is a plain chunked request and its answer is right
