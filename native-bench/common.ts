@@ -259,3 +259,46 @@ export function clockTicks(): number {
   const n = Number(r.stdout?.trim());
   return r.status === 0 && Number.isInteger(n) && n > 0 ? n : 100;
 }
+
+/**
+ * Progress of a long benchmark on stderr, only when stderr is a terminal (a log file or CI stays quiet):
+ * what is running, how far (`[k/N]`), and an estimate of the time left from the pace so far. `line()`
+ * rewrites the current line (live counters inside one step); `step()` starts the next step.
+ */
+export class Progress {
+  private done = 0;
+  private readonly t0 = performance.now();
+  constructor(
+    private readonly label: string,
+    private readonly total: number,
+    private readonly tty: boolean = process.stderr.isTTY === true,
+    private readonly write: (s: string) => void = (s) => void process.stderr.write(s),
+  ) {}
+  /** the estimate of what is left, from the average step so far ('' before the first step ends) */
+  private left(): string {
+    if (this.done === 0 || this.done >= this.total) return '';
+    const per = (performance.now() - this.t0) / 1000 / this.done;
+    return `, about ${Math.ceil(per * (this.total - this.done))} s left`;
+  }
+  /** Step k of N begins: `what` it is. */
+  step(what: string): void {
+    if (!this.tty) return;
+    this.write(`\r\x1b[K${this.label} [${Math.min(this.done + 1, this.total)}/${this.total}] ${what}${this.left()}`);
+  }
+  /** A live detail for the running step (rewrites the line). */
+  line(detail: string): void {
+    if (!this.tty) return;
+    this.write(`\r\x1b[K${this.label} [${Math.min(this.done + 1, this.total)}/${this.total}] ${detail}${this.left()}`);
+  }
+  /** The running step ended; `result` (if any) stays on its own line. */
+  stepDone(result?: string): void {
+    this.done++;
+    if (!this.tty) return;
+    this.write(`\r\x1b[K${result ? `${this.label}: ${result}\n` : ''}`);
+  }
+  /** All done: the total time, on its own line. */
+  finish(): void {
+    if (!this.tty) return;
+    this.write(`\r\x1b[K${this.label}: done in ${((performance.now() - this.t0) / 1000).toFixed(1)} s\n`);
+  }
+}

@@ -8,7 +8,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { clockTicks, numOpt, procCpuTicks, round, startProcess, writeResult, freePort, type Proc } from './common.js';
+import { Progress, clockTicks, numOpt, procCpuTicks, round, startProcess, writeResult, freePort, type Proc } from './common.js';
 import { gatewayAvailable, startGateway, type Gateway } from './gateway.js';
 import { startNginx, type Nginx } from './nginx.js';
 import { openLoop, type OpenLoopResult } from './openloop.js';
@@ -108,12 +108,15 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     const pathName = '/v1/chat/completions';
     // Warm-up (JIT, connection pools), not recorded.
     for (const t of targets) for (const m of modes) await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: 10, durationS: 1, dir });
+    const cells = modes.length * connections.length * targets.length + (fixedDurationS > 0 ? modes.length * targets.length : 0);
+    const progress = new Progress('overhead', cells);
     for (const m of modes) {
       for (const c of connections) {
         // Targets interleaved per cell so that drift in machine load hits all of them alike.
         for (const t of targets) {
           const proxyPid = t === 'nginx' ? nginx?.pid : t === 'infergate' ? gw?.proc.child.pid : t === 'relay' ? relay?.child.pid : undefined;
           const before = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
+          progress.step(`${m} c=${c} ${t}: wrk for ${durationS} s`);
           const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
           const after = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
           const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
@@ -123,7 +126,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
           }
           entries.push(e);
           if (r.non2xx > 0) notes.push(`${t} ${m} c=${c}: ${r.non2xx} of ${r.requests} answers were not 2xx (their rate is in rps)`);
-          process.stderr.write(`overhead ${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${e.proxy_cpu_us_per_request ? `, proxy CPU ${e.proxy_cpu_us_per_request.user} user + ${e.proxy_cpu_us_per_request.sys} sys µs/req` : ''}${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}\n`);
+          progress.stepDone(`${m} c=${c} ${t}: ${e.rps} req/s p50 ${e.latency_ms.p50} ms p99 ${e.latency_ms.p99} ms${e.proxy_cpu_us_per_request ? `, proxy CPU ${e.proxy_cpu_us_per_request.user} user + ${e.proxy_cpu_us_per_request.sys} sys µs/req` : ''}${r.non2xx || r.errors ? ` (non-2xx ${r.non2xx}, socket errors ${r.errors})` : ''}`);
         }
       }
     }
@@ -137,12 +140,14 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
         // Warm-up at the same rate (client JIT, pool connections), not recorded.
         for (const t of targets) await openLoop({ origin: urls[t], path: pathName, body: requestBody(m), rate, durationS: 1 });
         for (const t of targets) {
+          progress.step(`fixed rate ${m} ${t} @${round(rate, 0)}/s for ${fixedDurationS} s`);
           const r = await openLoop({ origin: urls[t], path: pathName, body: requestBody(m), rate, durationS: fixedDurationS });
           fixed.push({ name: t, mode: m, ...r });
-          process.stderr.write(`fixed-rate ${m} ${t} @${r.target_rps}/s: p50 ${r.latency_ms.p50} ms p99 ${r.latency_ms.p99} ms (achieved ${r.achieved_rps}/s, client lag p99 ${r.lag.p99_ms} ms${r.lag.valid ? '' : ', INVALID'})\n`);
+          progress.stepDone(`fixed-rate ${m} ${t} @${r.target_rps}/s: p50 ${r.latency_ms.p50} ms p99 ${r.latency_ms.p99} ms (achieved ${r.achieved_rps}/s, client lag p99 ${r.lag.p99_ms} ms${r.lag.valid ? '' : ', INVALID'})`);
         }
       }
     }
+    progress.finish();
   } finally {
     if (gw) await gw.proc.stop();
     if (relay) await relay.stop();

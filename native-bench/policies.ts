@@ -23,11 +23,13 @@ import { SIM_MODEL } from '../src/sim/config.js';
 import type { SimRequest, RunResult as SimRun } from '../src/sim/types.js';
 import type { EngineProfile } from '../src/engine/index.js';
 import { renderPrompt } from '../src/openai/prompt.js';
-import { INFERGATE_CLI, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
+import { INFERGATE_CLI, Progress, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
 import { startGateway, type Gateway } from './gateway.js';
 import { DEFAULT_LAG_BOUND_P99_MS, checkLag, runSchedule, type LagReport } from './lag.js';
 import { vllmSample, type VllmSample } from './prom.js';
 import { renderPoliciesReport } from './report.js';
+import { offeredFigures, sloSpecs, type SloSpec } from '../src/sim/slo.js';
+import { parseDuration } from '../src/common/units.js';
 import { streamCompletion, type StreamOutcome } from './stream.js';
 
 export const DEFAULT_POLICIES = ['round_robin', 'least_request', 'scored'];
@@ -59,6 +61,8 @@ export interface LiveRun extends RunFigures {
   timeseries: Record<string, Array<[number, number, number, number]>>;
   /** for the report: TTFT values in engine ms (sorted) */
   ttft_values_ms: number[];
+  /** for the report: per offered request, TTFT in engine ms (Infinity when shed or failed) */
+  ttft_offered_values_ms: number[];
 }
 
 interface Workload { label: string; requests: SimRequest[] }
@@ -152,11 +156,6 @@ async function waitReady(gw: Gateway, timeoutMs: number): Promise<void> {
   }
 }
 
-function progress(line: string, final = false): void {
-  if (process.stderr.isTTY) process.stderr.write(`\r${line}\x1b[K${final ? '\n' : ''}`);
-  else process.stderr.write(`${line}\n`);
-}
-
 export interface LiveSettings {
   endpoints: number;
   timeScale: number;
@@ -167,12 +166,15 @@ export interface LiveSettings {
   metricsIntervalMs: number;
   staleAfterMs: number;
   tmp: string;
+  slos: SloSpec[];
+  progress: Progress;
 }
 
 async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings): Promise<LiveRun> {
   const loras = [...new Set(reqs.map((r) => r.lora).filter((x): x is string => !!x))].sort();
   const models = [...new Set(reqs.map(modelOf))];
   const mocks = await startMocks(s.endpoints, s.timeScale, loras, s.engineArgs, s.seed);
+  const progress = s.progress;
   let gw: Gateway | null = null;
   let poller: MetricsPoller | null = null;
   const outcomes: Array<StreamOutcome | null> = new Array(reqs.length).fill(null);
@@ -201,7 +203,7 @@ async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings
     poller.start();
     const prog = setInterval(() => {
       const el = (performance.now() - startedAt) / 1000;
-      progress(`[${policy}] ${done}/${total} done, ${inflight} in flight, ${round(done / Math.max(el, 0.001), 1)} req/s, errors ${errors}, 429s ${rejected}, ${round(el, 0)} s`);
+      progress.line(`${policy}: ${done}/${total} requests done, ${inflight} in flight, ${round(done / Math.max(el, 0.001), 1)} req/s, errors ${errors}, 429s ${rejected}, ${round(el, 0)} s`);
     }, 1000);
     const span = schedule.length ? schedule[schedule.length - 1] : 0;
     const deadlineTimer = setTimeout(() => abort.abort(), span + s.drainS * 1000);
@@ -229,7 +231,7 @@ async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings
     } finally {
       clearTimeout(deadlineTimer);
       clearInterval(prog);
-      progress(`[${policy}] ${done}/${total} done, errors ${errors}, 429s ${rejected}, ${round((performance.now() - startedAt) / 1000, 1)} s`, true);
+      progress.stepDone(`${policy}: ${done}/${total} done, errors ${errors}, 429s ${rejected}, ${round((performance.now() - startedAt) / 1000, 1)} s`);
       await dispatcher.close().catch(() => undefined);
     }
   } finally {
@@ -299,7 +301,14 @@ function summarizeLive(policy: string, n: number, outcomes: Array<StreamOutcome 
     per_endpoint: perEndpoint,
     timeseries: Object.fromEntries(endpoints.map((e) => [e, poller.samples.get(e) ?? []])),
     ttft_values_ms: ttft.map((v) => round(v * X, 2)).sort((a, b) => a - b),
+    ttft_offered_values_ms: [],
   };
+  // The yardstick over offered requests, in engine time like the rest (shared/spec/README.md).
+  const isOk = (o: StreamOutcome | null): o is StreamOutcome => !!o && o.status === 200 && !o.error;
+  const offeredTtft = outcomes.map((o) => (isOk(o) ? o.ttftMs * X : NaN));
+  const meanItl = outcomes.map((o) => (isOk(o) ? (o.itlMs.length ? (o.itlMs.reduce((a, b) => a + b, 0) / o.itlMs.length) * X : 0) : NaN));
+  Object.assign(run, offeredFigures(offeredTtft, meanItl, rejected, durS * X, s.slos));
+  run.ttft_offered_values_ms = offeredTtft.map((v) => (Number.isNaN(v) ? Infinity : round(v, 2)));
   if (!lag.valid) run.invalid_reason = lag.invalid_reason;
   return run;
 }
@@ -344,6 +353,12 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const metricsIntervalMs = numOpt(opts, 'metrics-interval-ms', 50);
   const staleAfterMs = numOpt(opts, 'stale-after-ms', 1000);
   const doSim = !opts.has('no-sim');
+  const durationList = (name: string): number[] | undefined => opts.get(name)?.split(',').map((v) => {
+    const ms = /^\d+(\.\d+)?$/.test(v.trim()) ? null : parseDuration(v);
+    if (ms === null || !(ms > 0)) throw new Error(`--${name} takes durations with a unit, such as 2s or 100ms, not "${v}"`);
+    return ms;
+  });
+  const slos = sloSpecs(durationList('slo-ttft'), durationList('slo-itl')?.[0]);
   const engineArgs: string[] = [];
   const profile: Partial<EngineProfile> = {};
   for (const [flag, key] of ENGINE_FLAGS) {
@@ -355,12 +370,17 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const wl = loadWorkload(opts);
   if (wl.requests.length === 0) throw new Error('the workload is empty');
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'infergate-policies-'));
-  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp };
+  const progress = new Progress('policies', policies.length);
+  const settings: LiveSettings = { endpoints, timeScale, seed, engineArgs, lagBoundMs, drainS, metricsIntervalMs, staleAfterMs, tmp, slos, progress };
   const span = (wl.requests[wl.requests.length - 1].arrivalMs - wl.requests[0].arrivalMs) / timeScale / 1000;
   process.stderr.write(`policies: ${wl.requests.length} requests from ${wl.label}, ${endpoints} mocks, time-scale ${timeScale} (schedule ${round(span, 1)} s real per policy), policies ${policies.join(', ')}\n`);
   const live: LiveRun[] = [];
   try {
-    for (const p of policies) live.push(await runLivePolicy(p, wl.requests, settings));
+    for (const p of policies) {
+      progress.step(`${p}: starting mocks and the gateway`);
+      live.push(await runLivePolicy(p, wl.requests, settings));
+    }
+    progress.finish();
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
@@ -374,7 +394,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
       const t = performance.now();
       const simReqs = wl.requests.map((r) => ({ ...r, prompt: renderPrompt(requestBody(r, seed)) }));
       sim = runSimulation({
-        requests: simReqs, trace: wl.label, endpoints, profile, policies, seed,
+        requests: simReqs, trace: wl.label, endpoints, profile, policies, seed, slos,
         pool: { metrics: { interval: metricsIntervalMs * timeScale, stale_after: staleAfterMs * timeScale } },
       });
       process.stderr.write(`simulate: ${round((performance.now() - t) / 1000, 1)} s\n`);
@@ -386,7 +406,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
   const comparison = sim ? compare(live, sim.runs) : [];
   const invalid = live.filter((r) => !r.valid);
   const valid = invalid.length === 0;
-  const runsForJson = live.map(({ timeseries: _ts, ttft_values_ms: _tv, ...rest }) => rest);
+  const runsForJson = live.map(({ timeseries: _ts, ttft_values_ms: _tv, ttft_offered_values_ms: _to, ...rest }) => rest);
   const body: Record<string, unknown> = {
     valid,
     ...(valid ? {} : { invalid_reason: invalid.map((r) => `${r.policy}: ${r.invalid_reason}`).join('; ') }),
@@ -400,7 +420,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
     agreement: comparison.length ? { within_20pct: comparison.filter((c) => c.within_20pct).length, of: comparison.length } : null,
     timeseries: Object.fromEntries(live.map((r) => [r.policy, r.timeseries])),
   };
-  const settingsJson = { endpoints, time_scale: timeScale, seed, policies, requests: wl.requests.length, workload: wl.label, engine_flags: engineArgs, lag_bound_p99_ms: lagBoundMs, drain_s: drainS, gateway_metrics_interval_ms: metricsIntervalMs, gateway_stale_after_ms: staleAfterMs, metrics_poll_ms: 250, client: 'undici Pool, open loop, streaming chat completions' };
+  const settingsJson = { slo: slos.map((x) => ({ ttft_ms: x.ttftMs, itl_ms: x.itlMs })), endpoints, time_scale: timeScale, seed, policies, requests: wl.requests.length, workload: wl.label, engine_flags: engineArgs, lag_bound_p99_ms: lagBoundMs, drain_s: drainS, gateway_metrics_interval_ms: metricsIntervalMs, gateway_stale_after_ms: staleAfterMs, metrics_poll_ms: 250, client: 'undici Pool, open loop, streaming chat completions' };
   const file = writeResult(out, 'result.json', 'policies', settingsJson, body);
   mkdirSync(out, { recursive: true });
   const html = renderPoliciesReport({ settings: settingsJson, live, sim: sim?.runs ?? [], comparison, valid, invalidReason: body.invalid_reason as string | undefined, timeScale });

@@ -31,6 +31,10 @@ Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PO
 A bad config exits 1 before listening, naming each problem with its key path and line.
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
 LOG_LEVEL, when set, wins over the config's logging.level.
+Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
+defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
+--ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops
+accepting until descriptors are free; the admin port keeps answering.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -99,10 +103,12 @@ async function serve(args: string[]): Promise<number> {
     process.stderr.write(`infergate serve: --config FILE is required\n\n${SERVE_HELP}`);
     return 2;
   }
-  const { loadConfigFile, ConfigError } = await import('./config/load.js');
+  const { loadConfigChecked, ConfigError, formatProblems } = await import('./config/load.js');
   let config;
   try {
-    config = loadConfigFile(values.config);
+    const checked = loadConfigChecked(values.config);
+    config = checked.config;
+    if (checked.warnings.length) process.stderr.write(`${formatProblems(values.config, checked.warnings, 'warning')}\n`);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);
@@ -123,12 +129,18 @@ async function checkConfig(args: string[]): Promise<number> {
   });
   const file = values.config ?? positionals[0];
   if (values.help || !file) {
-    process.stdout.write('Usage: infergate check-config FILE\n\nValidates FILE without starting anything: prints "ok" (exit 0) or each problem with its key path and line (exit 1).\n');
+    process.stdout.write(
+      'Usage: infergate check-config FILE\n\nValidates FILE without starting anything: prints "ok" (exit 0) or each problem with its key path and\n' +
+        'line (exit 1). Files the config names (TLS certificate and key, any *_file key) must exist and be readable.\n' +
+        'Settings that are legal but dangerous (a drain longer than a container\'s stop grace, a first-byte timeout\n' +
+        'shorter than a whole non-streamed answer, …) are printed as warnings on stderr and do not fail the check.\n',
+    );
     return values.help ? 0 : 2;
   }
-  const { loadConfigFile, ConfigError } = await import('./config/load.js');
+  const { loadConfigChecked, ConfigError, formatProblems } = await import('./config/load.js');
   try {
-    loadConfigFile(file);
+    const { warnings } = loadConfigChecked(file);
+    if (warnings.length) process.stderr.write(`${formatProblems(file, warnings, 'warning')}\n`);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);

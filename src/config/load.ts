@@ -1,8 +1,10 @@
 /**
  * Reading a config file: YAML → zod validation, with every problem named by its key path and line.
- * I/O is limited to reading the file; `parseConfigText` is pure and is what tests and reload use.
+ * I/O is limited to reading the file and testing the files it names; `parseConfigText` is pure and is what
+ * tests and reload use.
  */
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { configWarnings, fileProblems, type ConfigNotice, type FileCheck } from './checks.js';
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
 import { configSchema, type Config } from './schema.js';
 
@@ -81,6 +83,15 @@ function findPair(doc: Document, path: PropertyKey[]): number | undefined {
 }
 
 export function loadConfigFile(file: string): Config {
+  return loadConfigChecked(file).config;
+}
+
+/**
+ * Reads and validates `file`, then checks what the valid config names and sets (./checks.ts): a referenced
+ * file that cannot be read is an error (ConfigError, like a schema problem); dangerous settings come back
+ * as warnings, each with its key path and line.
+ */
+export function loadConfigChecked(file: string, check: FileCheck = readableFile): { config: Config; warnings: ConfigProblem[] } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -89,11 +100,34 @@ export function loadConfigFile(file: string): Config {
   }
   const result = parseConfigText(text);
   if (!result.ok) throw new ConfigError(file, result.problems);
-  return result.config;
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter });
+  const located = (n: ConfigNotice): ConfigProblem => ({ path: n.path.join('.'), line: lineOf(doc, lineCounter, n.path), message: n.message });
+  const errors = fileProblems(result.config, check).map(located);
+  if (errors.length) throw new ConfigError(file, errors);
+  return { config: result.config, warnings: configWarnings(result.config).map(located) };
 }
 
-export function formatProblems(file: string, problems: ConfigProblem[]): string {
+const FILE_ERRORS: Record<string, string> = {
+  ENOENT: 'does not exist',
+  EACCES: 'cannot be read (permission denied)',
+  EISDIR: 'is a directory, not a file',
+};
+
+/** null when `file` can be opened for reading; else why not, in words. */
+export function readableFile(file: string): string | null {
+  try {
+    if (statSync(file).isDirectory()) return FILE_ERRORS.EISDIR;
+    accessSync(file, constants.R_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    return FILE_ERRORS[code] ?? `cannot be read (${code || String(err)})`;
+  }
+}
+
+export function formatProblems(file: string, problems: ConfigProblem[], label?: 'warning'): string {
   return problems
-    .map((p) => `${file}${p.line !== undefined ? `:${p.line}` : ''}: ${p.path ? `${p.path}: ` : ''}${p.message}`)
+    .map((p) => `${file}${p.line !== undefined ? `:${p.line}` : ''}: ${label ? `${label}: ` : ''}${p.path ? `${p.path}: ` : ''}${p.message}`)
     .join('\n');
 }

@@ -7,19 +7,41 @@ import { z } from 'zod';
 import { parseDuration, parseSize } from '../common/units.js';
 import { POLICY_NAMES, SCORERS, type ScorerName } from '../routing/index.js';
 
+/** The pattern a duration matches (also in the JSON Schema, so that editors flag a bare number). */
+export const DURATION_PATTERN = '^\\d+(\\.\\d+)?\\s*(ms|s|m|h)$';
+
+/**
+ * Milliseconds for a duration as the file wrote it; a number without a unit is refused (is `600` seconds or
+ * milliseconds?) with the fix spelled out, and anything else unreadable names the accepted forms.
+ */
+function durationMs(v: unknown, ctx: z.RefinementCtx): number {
+  const problem = durationProblem(v);
+  if (problem) {
+    ctx.addIssue({ code: 'custom', message: problem });
+    return z.NEVER;
+  }
+  return parseDuration(v as string)!;
+}
+
+function durationProblem(v: unknown): string | null {
+  if (typeof v === 'number' || (typeof v === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(v))) {
+    const n = String(v).trim();
+    return `a duration needs a unit: write "${n}s" for seconds or "${n}ms" for milliseconds`;
+  }
+  if (typeof v !== 'string' || parseDuration(v) === null) return `not a duration: ${JSON.stringify(v)} (use e.g. "250ms", "2s", "1m", "1h")`;
+  return null;
+}
+
+/** A string only (a bare YAML number is refused with the fix spelled out), matching DURATION_PATTERN. */
+const durationString = z
+  .string({ error: (iss) => durationProblem(iss.input) ?? undefined })
+  .regex(new RegExp(DURATION_PATTERN), { error: (iss) => durationProblem(iss.input) ?? undefined });
+
 const duration = (def: string) =>
-  z
-    .union([z.string(), z.number()])
+  durationString
     .default(def)
-    .transform((v, ctx) => {
-      const ms = parseDuration(v);
-      if (ms === null) {
-        ctx.addIssue({ code: 'custom', message: `not a duration: ${JSON.stringify(v)} (use e.g. "250ms", "2s", "1m")` });
-        return z.NEVER;
-      }
-      return ms;
-    })
-    .describe('a duration: "250ms", "2s", "1m", "1h" (a bare number is milliseconds)');
+    .transform((v, ctx) => durationMs(v, ctx))
+    .describe('a duration with its unit: "250ms", "2s", "1m", "1h"');
 
 const size = (def: string) =>
   z
@@ -81,7 +103,17 @@ const limits = z
     /** Tries on another endpoint when one fails before its first response byte. */
     retries: z.number().int().min(0).max(5).default(1),
     /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
-    drain_timeout: duration('30s'),
+    drain_timeout: duration('8s'),
+    /**
+     * Client-port requests in progress (each holds a connection, and an upstream one) past which a new
+     * request is answered 503 too_many_connections and its connection closed. Default: from the process's
+     * open-file limit (see the gateway README).
+     */
+    max_connections: z.number().int().min(1).optional(),
+    /** The same bound per client address (a proxy in front is one address). Default: none. */
+    max_connections_per_client: z.number().int().min(1).optional(),
+    /** How long a streamed answer may stay backed up (the client not taking it) before the gateway ends it. */
+    client_stall_timeout: duration('30s'),
   })
   .prefault({});
 
@@ -160,15 +192,8 @@ const pool = z.strictObject({
       retry_after: z
         .union([z.literal('auto'), z.string(), z.number()])
         .default('auto')
-        .transform((v, ctx): 'auto' | number => {
-          if (v === 'auto') return 'auto';
-          const ms = parseDuration(v);
-          if (ms === null) {
-            ctx.addIssue({ code: 'custom', message: `retry_after must be "auto" or a duration, not ${JSON.stringify(v)}` });
-            return z.NEVER;
-          }
-          return ms;
-        }),
+        .transform((v, ctx): 'auto' | number => (v === 'auto' ? 'auto' : durationMs(v, ctx)))
+        .describe('"auto" (from the pool\'s recent answer times) or a duration with its unit, e.g. "2s"'),
     })
     .prefault({}),
 });

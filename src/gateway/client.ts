@@ -8,6 +8,15 @@
  * (onData, onAborted, endWithoutBody, the request object) stays with the adapter.
  */
 
+/**
+ * uWS 20.30 closes a connection whose request body brings less than 160 KB (16 KB/s × 10 s) within one of
+ * its timeout periods, 8 to 12 s (its 10 s timer ticks every 4 s), with no answer. The front answers 408
+ * first: a body still under way that has not brought UPLOAD_MARK_BYTES within UPLOAD_WINDOW_MS of the
+ * last mark (the handler's start, then each time that many bytes have come) is refused (about 23 KB/s).
+ */
+export const UPLOAD_MARK_BYTES = 16 * 1024 * 10;
+export const UPLOAD_WINDOW_MS = 7_000;
+
 /** A request's head, copied out of the server's request object before its handler returned. */
 export interface ClientRequest {
   method: string;
@@ -52,6 +61,8 @@ export interface ClientHandler {
   onBodyTooLarge(): void;
   /** the bodies being gathered would pass their shared budget: answer now (503); the rest is dropped */
   onBodyBudgetExceeded(): void;
+  /** the body arrives too slowly: uWS would cut the connection soon with no answer; answer now (408, close) */
+  onBodyTooSlow(): void;
   /** the client went away; the response must not be touched any more */
   onClientAbort(): void;
   /** a bug in handling this request (thrown from one of the calls above): answer it, never throw */

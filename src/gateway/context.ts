@@ -4,6 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { Router } from '../routing/index.js';
 import type { Upstreams } from './upstreams.js';
+import type { ClientSide } from './client.js';
 
 export interface GatewayContext {
   config: Config;
@@ -15,5 +16,6 @@ export interface GatewayContext {
   stickyHeaders: ReadonlySet<string>;
   draining: boolean;
   inFlight: number;
-  onExchangeDone(): void;
+  /** an exchange is over (its client's connection no longer counts) */
+  onExchangeDone(ex: { readonly client: ClientSide }): void;
 }

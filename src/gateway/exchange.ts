@@ -18,7 +18,7 @@ import { errors, errorBody, type ApiError } from '../openai/errors.js';
 import type { PoolConfig } from '../config/schema.js';
 import type { PickResult, Ticket } from '../routing/index.js';
 import { EMPTY } from './buffers.js';
-import type { ClientHandler, ClientRequest, ClientSide } from './client.js';
+import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
 import type { GatewayContext } from './context.js';
 import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
@@ -64,6 +64,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   // answer
   firstByteAt = 0;
+  /** who ended the exchange early, for the access log: the client leaving, or the gateway (a slow client) */
+  closedBy: 'client' | 'gateway' | undefined;
   /** made once the model server's answer is accepted (no retry) */
   private relay: Relay | undefined;
 
@@ -95,6 +97,12 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   onBodyBudgetExceeded(): void {
     if (this.phase === 'body') this.reject(errors.bodyBufferFull());
+  }
+
+  onBodyTooSlow(): void {
+    if (this.phase !== 'body') return;
+    this.closedBy = 'gateway';
+    this.reject(errors.uploadTooSlow(UPLOAD_MARK_BYTES / (UPLOAD_WINDOW_MS / 1000)), true);
   }
 
   onBody(raw: Buffer): void {
@@ -200,7 +208,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       }
     }
     this.phase = 'streaming';
-    this.relay = new Relay(this, statusCode, headers, this.streamRequested);
+    this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout);
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -296,11 +304,23 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     return this.ctx.draining;
   }
 
+  /** The client does not take the answer (relay.ts): the gateway ends it, and the log says so. */
+  clientStalled(why: string): void {
+    if (this.phase === 'done' || this.clientGone) return;
+    this.ctx.logger.warn({ req_id: this.requestId, pool: this.pool, why }, 'client stalled: answer ended by the gateway');
+    this.attemptId++;
+    this.controller?.abort(new Error('client stalled'));
+    this.closedBy = 'gateway';
+    this.finish(408, 'aborted');
+    this.client.close(); // what it has not read cannot be completed
+  }
+
   // ---------------------------------------------------------------- client side
 
   onClientAbort(): void {
     this.clientGone = true;
     if (this.phase === 'done') return;
+    this.closedBy = 'client';
     // Cancel the upstream request at once, so the model server stops generating.
     this.controller?.abort(new Error('client closed the connection'));
     this.finish(499, 'aborted');
@@ -335,8 +355,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private cut(e: ApiError): void {
     if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
     this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
+    this.closedBy = 'gateway';
+    this.finish(e.status, 'ok'); // first: closing runs onClientAbort at once, which would log a 499
     this.client.close();
-    this.finish(e.status, 'ok');
   }
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */
@@ -376,9 +397,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     if (this.phase === 'done') return;
     this.phase = 'done';
     if (this.timer) clearTimeout(this.timer);
+    this.relay?.dispose();
     this.endAttempt(outcome);
     this.ctx.inFlight--;
     recordExchange(this.ctx, this, code);
-    this.ctx.onExchangeDone();
+    this.ctx.onExchangeDone(this);
   }
 }

@@ -13,6 +13,8 @@ export interface ExchangeRecord {
   /** performance.now() at the start and at the first response byte (0: none) */
   readonly started: number;
   readonly firstByteAt: number;
+  /** who ended it before its end: the client leaving (logged 499) or the gateway (a client too slow) */
+  readonly closedBy?: 'client' | 'gateway';
 }
 
 export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: number): void {
@@ -26,6 +28,7 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         prompt_tokens_est: ex.promptTokens || undefined,
         ttft_ms: ex.firstByteAt ? Math.round((ex.firstByteAt - ex.started) * 10) / 10 : undefined,
         duration_ms: Math.round(seconds * 10000) / 10,
+        closed_by: ex.closedBy,
       },
       'request',
     );

@@ -67,7 +67,18 @@ export interface RelayOwner {
   closesConnection(): boolean;
   /** a bug in the relay's own callbacks (a microtask, onWritable): the exchange answers for it */
   onInternalError(err: unknown): void;
+  /** the client has not taken the answer for too long (see Relay's stall clock): end it, saying why */
+  clientStalled(why: string): void;
 }
+
+/**
+ * uWS 20.30 closes a connection 8 to 12 s after a write it could not complete if no writable event
+ * came since (its fixed 10 s timeout, on a 4 s tick), and the exchange would only see an abort that
+ * looks like the client's. The relay ends such a stream itself before: after this long without the
+ * client taking a byte.
+ */
+export const NOT_READING_MS = 7_000;
+const STALL_RECHECK_MS = 250;
 
 export class Relay {
   readonly sse: boolean;
@@ -85,12 +96,20 @@ export class Relay {
   private lastChunkAt = 0;
   private paused = false;
   private writableHooked = false;
+  // The stall clock (performance.now() values, 0: not running). behindSince: the first write of the
+  // current backlog the client did not take whole; refusedAt: the last such write with no writable event
+  // since (uWS's own timer runs from it).
+  private behindSince = 0;
+  private refusedAt = 0;
+  private stallTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly owner: RelayOwner,
     readonly status: number,
     upstreamHeaders: Record<string, string | string[] | undefined>,
     streamRequested: boolean,
+    /** limits.client_stall_timeout: how long the client may stay behind (Infinity: only uWS's bound) */
+    private readonly stallTimeoutMs = Infinity,
   ) {
     const contentType = upstreamHeaders['content-type'];
     const contentLength = upstreamHeaders['content-length'];
@@ -137,13 +156,21 @@ export class Relay {
       if (!this.headersSent) this.writeHead();
       ok = client.write(data);
     });
-    if (!ok) {
+    if (ok) {
+      this.behindSince = 0; // caught up: the stall clock stops
+      this.refusedAt = 0;
+    } else {
       // The client is slower than the model server: stop reading upstream until the front has drained.
       this.paused = true;
       this.owner.pauseUpstream();
+      const now = performance.now();
+      if (this.behindSince === 0) this.behindSince = now;
+      this.refusedAt = now;
+      this.armStallTimer(now);
       if (!this.writableHooked) {
         this.writableHooked = true;
         client.onWritable(() => {
+          this.refusedAt = 0; // the client took some: uWS's timer is off until the next refused write
           try {
             if (this.paused && this.owner.relaying()) {
               this.paused = false;
@@ -156,6 +183,58 @@ export class Relay {
         });
       }
     }
+  }
+
+  /** When the stall clock runs out, or Infinity. */
+  private stallDeadline(): number {
+    if (this.behindSince === 0) return Infinity;
+    const notReading = this.refusedAt === 0 ? Infinity : this.refusedAt + NOT_READING_MS;
+    return Math.min(notReading, this.behindSince + this.stallTimeoutMs);
+  }
+
+  /** A timer for the stall deadline (one at a time; it re-arms itself while the deadline moves). */
+  private armStallTimer(now: number): void {
+    if (this.stallTimer !== undefined) return;
+    const deadline = this.stallDeadline();
+    if (deadline === Infinity) return;
+    this.stallTimer = setTimeout(() => {
+      this.stallTimer = undefined;
+      try {
+        if (!this.owner.relaying()) return;
+        const at = performance.now();
+        const due = this.stallDeadline();
+        if (due === Infinity) return;
+        if (at < due) {
+          this.armStallTimer(at);
+          return;
+        }
+        if (!this.paused) {
+          // the client took what was refused and the upstream read goes on: whether it caught up shows
+          // at the next write; look again shortly
+          this.stallTimer = setTimeout(() => this.recheckStall(), STALL_RECHECK_MS);
+          this.stallTimer.unref();
+          return;
+        }
+        const why = this.refusedAt !== 0 && at >= this.refusedAt + NOT_READING_MS
+          ? `the client took no byte for ${Math.round(at - this.refusedAt)} ms`
+          : `the client stayed behind the model server for ${Math.round(at - this.behindSince)} ms (limits.client_stall_timeout)`;
+        this.owner.clientStalled(why);
+      } catch (err) {
+        this.owner.onInternalError(err);
+      }
+    }, Math.max(1, deadline - now));
+    this.stallTimer.unref();
+  }
+
+  private recheckStall(): void {
+    this.stallTimer = undefined;
+    this.armStallTimer(performance.now());
+  }
+
+  /** The exchange is over: no stall clock any more. */
+  dispose(): void {
+    if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
   }
 
   /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */

@@ -13,9 +13,10 @@ import type { GatewayContext } from './context.js';
 import { errors } from '../openai/errors.js';
 import { adminRoutes } from './admin.js';
 import { errorAnswer, jsonAnswer } from './answers.js';
-import type { Answer } from './client.js';
+import type { Answer, ClientSide } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
+import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
 import { Upstreams } from './upstreams.js';
 import { Front } from './uws-front.js';
 
@@ -38,6 +39,7 @@ export class Gateway implements GatewayContext {
   private front: Front | undefined;
   private adminFront: Front | undefined;
   private drainWaiter: (() => void) | undefined;
+  private fdGuard: FdGuard | undefined;
 
   constructor(
     readonly config: Config,
@@ -48,11 +50,13 @@ export class Gateway implements GatewayContext {
     this.metrics = new GatewayMetrics({
       endpointStates: () => this.endpointStates(),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
+      openConnections: () => this.front?.openConnections ?? 0,
     });
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
-  onExchangeDone(): void {
+  onExchangeDone(ex: { readonly client: ClientSide }): void {
+    this.front?.release(ex.client);
     if (this.draining && this.inFlight === 0) this.drainWaiter?.();
   }
 
@@ -62,15 +66,28 @@ export class Gateway implements GatewayContext {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
     };
+    const headTooLarge = errorAnswer(errors.headersTooLarge(limits.max_header_bytes));
+    const fdLimit = openFileLimit();
+    const bound = connectionBound(limits.max_connections, fdLimit);
+    if (bound.warning) this.logger.warn(bound.warning);
     this.front = new Front({
       maxHeaderBytes: limits.max_header_bytes,
+      headTooLarge,
       tls: listen.tls,
       onHandlerError,
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
+      connections: {
+        max: bound.max,
+        perClient: limits.max_connections_per_client ?? 0,
+        refusal: errorAnswer(errors.tooManyConnections()),
+        onRefused: () => this.metrics.rejected.inc({ reason: 'too_many_connections', pool: '' }),
+      },
     });
     this.clientRoutes(this.front);
     const port = await this.front.listen(listen.host, listen.port);
-    this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, onHandlerError });
+    this.logger.info({ max_connections: bound.max, max_connections_per_client: limits.max_connections_per_client, open_file_limit: fdLimit }, 'client connections bounded');
+    this.fdGuard = this.startFdGuard(this.front);
+    this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, headTooLarge, onHandlerError });
     adminRoutes(this.adminFront, this);
     const adminPort = await this.adminFront.listen(admin.host, admin.port);
     this.discovery = new Discovery(this.config, this.router, this.logger, () => {
@@ -90,6 +107,27 @@ export class Gateway implements GatewayContext {
       port,
       adminPort,
     };
+  }
+
+  /** Stops accepting on the client port while the process has no file descriptor left (fd-guard.ts). */
+  private startFdGuard(front: Front): FdGuard {
+    const guard = new FdGuard({
+      onExhausted: () => {
+        front.pauseAccepting();
+        this.logger.error(
+          { open_file_limit: openFileLimit(), open_connections: front.openConnections },
+          'no file descriptor left: the client port stops accepting until some are free (raise ulimit -n, or lower limits.max_connections)',
+        );
+      },
+      onRecovered: () => {
+        if (this.draining) return true;
+        if (!front.resumeAccepting()) return false;
+        this.logger.warn('file descriptors are free again: the client port accepts again');
+        return true;
+      },
+    });
+    guard.start();
+    return guard;
   }
 
   private clientRoutes(front: Front): void {
@@ -122,6 +160,7 @@ export class Gateway implements GatewayContext {
   async stop(drainMs = this.config.limits.drain_timeout): Promise<void> {
     if (this.draining) return;
     this.draining = true;
+    this.fdGuard?.stop();
     this.front?.close();
     this.adminFront?.close();
     if (this.inFlight > 0) {

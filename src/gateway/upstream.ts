@@ -72,6 +72,9 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: ResponseHeaders): void {
+    // An interim answer (102 Processing, 103 Early Hints) is not the answer: the final one follows. (undici
+    // 7 itself treats a 100 Continue the gateway did not ask for as a broken connection: see the README.)
+    if (statusCode < 200) return;
     try {
       if (this.ex.isCurrent(this.id)) this.ex.onUpstreamResponse(controller, statusCode, headers);
     } catch (err) {

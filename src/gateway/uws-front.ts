@@ -10,17 +10,21 @@
  * (given a length, uWS 20.30 never ends the response). The response object itself is handed on as the
  * ClientSide it satisfies, so a relayed chunk costs no extra layer.
  */
-import { accessSync, constants } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
-import type { Answer, ClientHandler, ClientRequest, ClientSide } from './client.js';
+import { checkTlsFiles } from './tls-files.js';
+import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type Answer, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
 
 export interface FrontOptions {
   /** uWS's header limit, set when it is first loaded (the same for every front of the process) */
   maxHeaderBytes: number;
+  /** the answer to a GET, HEAD or fallback request whose head is over maxHeaderBytes (default: 431, no body) */
+  headTooLarge?: Answer;
+  /** bound the requests in progress on this listener (the client port) */
+  connections?: ConnectionLimits;
   /** serve HTTPS with these PEM files */
   tls?: { cert: string; key: string };
   /** A bug in a handler: log it and say what to answer (the process goes on). */
@@ -29,31 +33,72 @@ export interface FrontOptions {
   maxBufferedBodyBytes?: number;
 }
 
+/**
+ * Requests in progress on a listener, in all and per client address. uWS 20.30 tells JavaScript nothing
+ * about a connection until its first request, nor when a kept-alive connection closes after its answer,
+ * so what is counted is connections with a request in progress (one request at a time on each: uWS
+ * does not serve pipelined requests); idle ones are closed by uWS itself about 10 s after their last
+ * answer.
+ */
+export interface ConnectionLimits {
+  max: number;
+  /** 0: no bound per client */
+  perClient: number;
+  /** the answer to a request beyond a bound (sent with `Connection: close`) */
+  refusal: Answer;
+  /** told of each refusal, with whether the client's own bound was the one reached */
+  onRefused(perClient: boolean): void;
+}
+
+const UPLOAD_SWEEP_MS = 250;
+
+/** A request body being received: when uWS's timer was last set for it, and the bytes since. */
+interface Upload {
+  markedAt: number;
+  sinceMark: number;
+  /** refuse it (408); the front drops the rest */
+  tooSlow(): void;
+}
+
 /** One listener with its routes. */
 export class Front {
   private readonly uws: Uws;
   private readonly app: TemplatedApp;
   private readonly onHandlerError: (err: unknown) => Answer;
   private socket: us_listen_socket | undefined;
+  /** where it listens once it does (to listen again after pauseAccepting) */
+  private address: { host: string; port: number } | undefined;
   /** what the bodies being gathered on this listener hold */
   readonly bodyBudget: BodyBudget;
+  private readonly maxHeaderBytes: number;
+  private readonly headTooLarge: Answer;
+  private readonly limits: ConnectionLimits | undefined;
+  /** requests in progress (counted only when limits are set) */
+  private open = 0;
+  /** requests in progress per client address (when limits.perClient is set) */
+  private readonly perClient = new Map<string, number>();
+  /** each counted response, with its client's address ('' when not per client): a release counts once */
+  private readonly owners = new Map<ClientSide, string>();
+  private readonly uploads = new Set<Upload>();
+  private uploadSweep: NodeJS.Timeout | undefined;
 
   constructor(opts: FrontOptions) {
     this.uws = loadUws(opts.maxHeaderBytes);
     this.onHandlerError = opts.onHandlerError;
+    this.maxHeaderBytes = opts.maxHeaderBytes;
+    this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
+    this.limits = opts.connections;
     this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
     const tls = opts.tls;
     if (tls) {
       // uWS does not say why a TLS context fails; check the files first so the error names them.
-      for (const [what, file] of [['certificate', tls.cert], ['key', tls.key]] as const) {
-        try {
-          accessSync(file, constants.R_OK);
-        } catch {
-          throw new Error(`listen.tls: cannot read the ${what} file ${file}`);
-        }
+      checkTlsFiles(tls.cert, tls.key);
+      try {
+        this.app = this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key });
+      } catch (err) {
+        throw new Error(`listen.tls: uWS refused the certificate ${tls.cert} or the key ${tls.key} (${(err as Error).message})`);
       }
-    }
-    this.app = tls ? this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key }) : this.uws.App();
+    } else this.app = this.uws.App();
   }
 
   /**
@@ -67,15 +112,19 @@ export class Front {
   post(path: string, maxBodyBytes: number, start: (client: ClientSide, req: ClientRequest) => ClientHandler): void {
     const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
+    const uploads = this.uploads;
     this.app.post(path, (res, req) => {
+      if (this.limits !== undefined && !this.admit(res)) return;
       const request = requestHead(req);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
       let collector: BodyCollector | undefined;
       let refused = false;
+      let upload: Upload | undefined;
       res.onAborted(() => {
         collector?.drop(); // a half-sent body's memory goes back at once
         collector = undefined;
+        if (upload) uploads.delete(upload);
         try {
           handler?.onClientAbort();
         } catch (err) {
@@ -85,6 +134,7 @@ export class Front {
       try {
         handler = start(res, request);
       } catch (err) {
+        this.release(res);
         try {
           const answer = onHandlerError(err);
           res.cork(() => writeAnswer(res, answer, false));
@@ -94,8 +144,34 @@ export class Front {
         return;
       }
       if (!handler.wantsBody) return;
+      // uWS's slow-upload timer starts now (see UPLOAD_WINDOW_MS)
+      upload = {
+        markedAt: performance.now(),
+        sinceMark: 0,
+        tooSlow: () => {
+          if (refused) return;
+          refused = true;
+          collector?.drop();
+          collector = undefined;
+          try {
+            handler!.onBodyTooSlow();
+          } catch (err) {
+            handler!.onInternalError(err);
+          }
+        },
+      };
+      uploads.add(upload);
+      this.uploadSweep ??= this.startUploadSweep();
       res.onData((ab, isLast) => {
         if (refused) return; // what still arrives is dropped as it comes
+        if (isLast) uploads.delete(upload);
+        else {
+          upload.sinceMark += ab.byteLength;
+          if (upload.sinceMark >= UPLOAD_MARK_BYTES) {
+            upload.markedAt = performance.now();
+            upload.sinceMark = 0;
+          }
+        }
         try {
           if (collector === undefined && isLast) {
             // the usual case, a body in one chunk: copied once, into Node's buffer pool when small
@@ -110,6 +186,7 @@ export class Front {
           const added = collector.add(new Uint8Array(ab));
           if (added !== 'ok') {
             refused = true;
+            uploads.delete(upload);
             collector = undefined;
             if (added === 'too_large') handler!.onBodyTooLarge();
             else handler!.onBodyBudgetExceeded();
@@ -122,6 +199,7 @@ export class Front {
         } catch (err) {
           // nothing thrown in a uWS callback may reach the process: this request answers for it
           refused = true;
+          uploads.delete(upload);
           collector?.drop();
           collector = undefined;
           handler!.onInternalError(err);
@@ -136,15 +214,20 @@ export class Front {
    * sent when it settles, unless the client has gone.
    */
   get(path: string, answer: (head: boolean) => Answer | Promise<Answer>): void {
-    this.app.get(path, (res) => this.respond(res, this.answerOf(answer, false), false));
-    this.app.head(path, (res) => this.respond(res, this.answerOf(answer, true), true));
+    const route = (head: boolean) => (res: HttpResponse, req: HttpRequest) => {
+      if (this.refusedBeforeRoute(res, req, head)) return;
+      this.respond(res, this.answerOf(answer, head), head);
+    };
+    this.app.get(path, route(false));
+    this.app.head(path, route(true));
   }
 
   /** Every request no route took, HEAD answered without the body. */
   fallback(answer: (method: string, url: string) => Answer): void {
     this.app.any('/*', (res, req) => {
-      const url = req.getUrl();
       const method = req.getCaseSensitiveMethod();
+      if (this.refusedBeforeRoute(res, req, method === 'HEAD')) return;
+      const url = req.getUrl();
       let a: Answer;
       try {
         a = answer(method, url);
@@ -153,6 +236,81 @@ export class Front {
       }
       res.cork(() => writeAnswer(res, a, method === 'HEAD'));
     });
+  }
+
+  /** Requests in progress on this listener (counted when it has connection limits). */
+  get openConnections(): number {
+    return this.open;
+  }
+
+  /** The request answered on `client` is over: its connection no longer counts (once per admitted request). */
+  release(client: ClientSide): void {
+    const who = this.owners.get(client);
+    if (who === undefined) return;
+    this.owners.delete(client);
+    this.open--;
+    if (who === '') return;
+    const n = (this.perClient.get(who) ?? 1) - 1;
+    if (n > 0) this.perClient.set(who, n);
+    else this.perClient.delete(who);
+  }
+
+  /**
+   * Counts the request about to be handled on `res`, or answers it 503 with `Connection: close` when a
+   * bound is reached (false). A refusal costs one small write; the closed connection frees its descriptor.
+   */
+  private admit(res: HttpResponse, head = false): boolean {
+    const limits = this.limits!;
+    let who: string | undefined;
+    let refused = this.open >= limits.max;
+    let perClient = false;
+    if (!refused && limits.perClient > 0) {
+      who = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+      perClient = (this.perClient.get(who) ?? 0) >= limits.perClient;
+      refused = perClient;
+    }
+    if (refused) {
+      res.cork(() => writeAnswer(res, limits.refusal, head, true));
+      limits.onRefused(perClient);
+      return false;
+    }
+    this.open++;
+    this.owners.set(res, who ?? '');
+    if (who !== undefined) this.perClient.set(who, (this.perClient.get(who) ?? 0) + 1);
+    return true;
+  }
+
+  /**
+   * A GET, HEAD or fallback request refused before its route: beyond the connection bounds (503), or with
+   * a head over the header limit (uWS checks it only for a head that spans several reads). Answered here.
+   */
+  private refusedBeforeRoute(res: HttpResponse, req: HttpRequest, head: boolean): boolean {
+    if (this.limits !== undefined) {
+      if (!this.admit(res, head)) return true;
+      this.release(res); // answered at once (or, for a promised answer, soon): counted only as a check
+    }
+    if (headBytes(req) <= this.maxHeaderBytes) return false;
+    res.cork(() => writeAnswer(res, this.headTooLarge, head));
+    return true;
+  }
+
+  /** Every UPLOAD_SWEEP_MS while bodies are under way: refuse those uWS would soon cut (see UPLOAD_WINDOW_MS). */
+  private startUploadSweep(): NodeJS.Timeout {
+    const timer = setInterval(() => {
+      if (this.uploads.size === 0) {
+        clearInterval(timer);
+        this.uploadSweep = undefined;
+        return;
+      }
+      const now = performance.now();
+      for (const u of this.uploads) {
+        if (now - u.markedAt < UPLOAD_WINDOW_MS) continue;
+        this.uploads.delete(u);
+        u.tooSlow();
+      }
+    }, UPLOAD_SWEEP_MS);
+    timer.unref();
+    return timer;
   }
 
   /** Listens (exclusively: see common/listen.ts) and gives the port, which is chosen when `port` is 0. */
@@ -164,7 +322,9 @@ export class Front {
           return;
         }
         this.socket = socket;
-        resolve(this.uws.us_socket_local_port(socket as never));
+        const bound = this.uws.us_socket_local_port(socket as never);
+        this.address = { host, port: bound };
+        resolve(bound);
       });
     });
   }
@@ -173,6 +333,25 @@ export class Front {
   close(): void {
     if (this.socket) this.uws.us_listen_socket_close(this.socket);
     this.socket = undefined;
+    this.address = undefined;
+    if (this.uploadSweep) clearInterval(this.uploadSweep);
+    this.uploadSweep = undefined;
+  }
+
+  /** Stops accepting for a while (new connections are refused by the kernel); resumeAccepting undoes it. */
+  pauseAccepting(): void {
+    if (this.socket) this.uws.us_listen_socket_close(this.socket);
+    this.socket = undefined;
+  }
+
+  /** Listens again where it listened before pauseAccepting; false if the port cannot be had now. */
+  resumeAccepting(): boolean {
+    const address = this.address;
+    if (address === undefined || this.socket !== undefined) return this.socket !== undefined;
+    listenExclusive(this.app, address.host, address.port, (socket) => {
+      if (socket) this.socket = socket;
+    });
+    return this.socket !== undefined;
   }
 
   /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
@@ -213,6 +392,18 @@ function collectHeader(key: string, value: string): void {
   collecting.push(key, value);
 }
 
+let headSize = 0;
+function countHeader(key: string, value: string): void {
+  headSize += key.length + value.length + 4;
+}
+
+/** A GET's head size as request-checks counts a POST's (request line and header lines). */
+function headBytes(req: HttpRequest): number {
+  headSize = req.getMethod().length + req.getUrl().length + (req.getQuery()?.length ?? 0) + 12;
+  req.forEach(countHeader);
+  return headSize;
+}
+
 function requestHead(req: HttpRequest): ClientRequest {
   const headers: string[] = [];
   collecting = headers;
@@ -221,12 +412,12 @@ function requestHead(req: HttpRequest): ClientRequest {
   return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers };
 }
 
-function writeAnswer(res: HttpResponse, a: Answer, head: boolean): void {
+function writeAnswer(res: HttpResponse, a: Answer, head: boolean, closeConnection = false): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
+  // (endWithoutBody with any argument never ends the response in 20.30, so a HEAD answer keeps its connection)
   if (head) res.endWithoutBody();
-  else if (a.body !== undefined) res.end(a.body);
-  else res.end();
+  else res.end(a.body ?? '', closeConnection);
 }

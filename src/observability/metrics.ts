@@ -14,6 +14,8 @@ export interface EndpointGaugeSource {
   endpointStates(): Array<[string, string, number, number]>;
   /** bytes held by request bodies being received (all connections) */
   bufferedBodyBytes?(): number;
+  /** client-port connections with a request in progress */
+  openConnections?(): number;
 }
 
 export class GatewayMetrics {
@@ -126,6 +128,14 @@ export class GatewayMetrics {
       registers,
       collect() {
         this.set(source.bufferedBodyBytes?.() ?? 0);
+      },
+    });
+    new client.Gauge({
+      name: 'infergate_open_connections',
+      help: 'Client-port connections with a request in progress (bounded by limits.max_connections).',
+      registers,
+      collect() {
+        this.set(source.openConnections?.() ?? 0);
       },
     });
     new client.Gauge({

@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   request_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_content_encoding: { status: 415, type: 'invalid_request_error' },
+  request_timeout: { status: 408, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   pool_saturated: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'server_error' },
@@ -29,6 +30,7 @@ export const ERROR_CODES = {
   no_endpoint: { status: 503, type: 'server_error' },
   request_buffers_full: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
+  too_many_connections: { status: 503, type: 'server_error' },
   upstream_timeout: { status: 504, type: 'server_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 
@@ -45,7 +47,7 @@ export interface ApiError {
   /** Seconds, sent as Retry-After (always present on 429). */
   retryAfterS?: number;
   /** Label for infergate_rejected_total, when this error is a rejection rather than an upstream failure. */
-  rejectReason?: 'saturated' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid';
+  rejectReason?: 'saturated' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid' | 'too_many_connections' | 'client_timeout';
 }
 
 /** "200 OK": uWS needs the reason phrase with the code. */
@@ -105,6 +107,13 @@ export const errors = {
   upstreamStreamBroken: () => make('upstream_stream_broken', 'The model server stopped in the middle of the answer.'),
   shuttingDown: () =>
     make('shutting_down', 'The gateway is shutting down; retry on another instance.', { retryAfterS: 1 }),
+  tooManyConnections: () =>
+    make('too_many_connections', 'The gateway holds as many connections as it may (from this client or in all); retry shortly.', {
+      retryAfterS: 1,
+      rejectReason: 'too_many_connections',
+    }),
+  uploadTooSlow: (bytesPerS: number) =>
+    make('request_timeout', `The request body arrived too slowly (under ${Math.round(bytesPerS / 1024)} KB/s).`, { rejectReason: 'client_timeout' }),
   internal: () => make('internal_error', 'The gateway failed to handle this request.'),
 };
 

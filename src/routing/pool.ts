@@ -19,6 +19,11 @@ import type { EndpointSignals, Outcome, PickInput, PickOptions, PickResult, Tick
 export interface PoolRouterOptions {
   random?: () => number;
   tuning?: Partial<Tuning>;
+  /**
+   * Told of every pick learned into the prefix index (replicas share these: see learnRemote). `chain` is
+   * a reused buffer, valid only during the call: copy what you keep.
+   */
+  onLearn?: (pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number, now: number) => void;
 }
 
 export interface DebugEndpoint {
@@ -62,6 +67,7 @@ export class PoolRouter implements TicketOwner {
   private readonly table: CandidateTable;
   private readonly policyCtx: PolicyContext;
   private readonly adapters = new AdapterCatalog();
+  private readonly onLearn: PoolRouterOptions['onLearn'];
 
   constructor(
     readonly name: string,
@@ -74,6 +80,7 @@ export class PoolRouter implements TicketOwner {
     this.table = new CandidateTable(this.tuning);
     this.policyCtx = new PolicyContext(opts.random ?? Math.random, cfg.scoring);
     this.idx = this.newIndex(cfg);
+    this.onLearn = opts.onLearn;
     this.setEndpoints(endpoints);
   }
 
@@ -92,8 +99,21 @@ export class PoolRouter implements TicketOwner {
     const chain = this.learnChain;
     if (chain === null || (ticket !== undefined && ticket !== this.learnTicket)) return;
     this.learnChain = null;
+    const learned = this.learnTicket;
     this.learnTicket = null;
     this.idx.insert(chain, this.learnEp, this.learnNow, this.learnLen);
+    if (this.onLearn && learned) this.onLearn(this.name, learned.endpoint, chain, this.learnLen, this.learnNow);
+  }
+
+  /**
+   * What another router (a replica) learned: `endpoint` served a request whose prefix blocks are `chain`.
+   * Inserted as if this router had picked it at `now`; an endpoint this pool does not list is ignored.
+   */
+  learnRemote(endpoint: string, chain: ArrayLike<number>, totalBlocks: number, now: number): void {
+    this.learn();
+    const st = this.byName.get(endpoint);
+    if (st === undefined || totalBlocks <= 0) return;
+    this.idx.insert(chain, st.id, now, Math.min(totalBlocks, chain.length));
   }
 
   private newIndex(cfg: PoolOptions): PrefixIndex {
@@ -258,6 +278,7 @@ export class PoolRouter implements TicketOwner {
         this.learnTicket = ticket;
       } else {
         this.idx.insert(chain, st.id, now, totalBlocks);
+        if (this.onLearn) this.onLearn(this.name, st.name, chain, totalBlocks, now);
       }
     }
     return { kind: 'ok', endpoint: st.name, ticket, explain };

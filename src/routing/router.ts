@@ -122,6 +122,11 @@ export class Router {
     (t as { owner?: PoolRouter | null }).owner?.learn(t);
   }
 
+  /** What a replica learned (PoolRouter.learnRemote), applied to the named pool. */
+  learnRemote(pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number, now: number): void {
+    this.poolMap.get(pool)?.learnRemote(endpoint, chain, totalBlocks, now);
+  }
+
   onFirstByte(t: Ticket, now: number): void {
     (t as { owner?: PoolRouter | null }).owner?.onFirstByte(t, now);
   }

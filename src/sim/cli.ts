@@ -7,6 +7,10 @@ import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
 import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
+import { parseDuration } from '../common/units.js';
+import { renderReport, type ReportPolicy } from '../report/report.js';
+import type { ReplicaOptions } from './router-policy.js';
+import { sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
@@ -39,8 +43,21 @@ Pool:
   --seed N                  seeds generators and the random policy (default 1)
 Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
+Replicas (several gateways, each with its own router, behind a client-side spread; not the oracle):
+  --replicas N              gateway replicas (default 1)
+  --share none|events       none: each learns only its own picks (default); events: every learned pick
+                            reaches the other replicas after --share-delay-ms
+  --share-delay-ms D        virtual ms before the others apply a replica's pick (default 5)
+  --spread round_robin|random   how requests are spread over replicas (default round_robin)
+Yardstick:
+  --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 2s): a request meets an SLO
+                            when it completed within the bound and its mean gap between tokens ≤ --slo-itl;
+                            rejected and failed requests count as misses
+  --slo-itl D               the mean inter-token bound (default 100ms); durations need a unit (ms, s, m)
 Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
+  --html FILE               a self-contained HTML report: a verdict (which policy has the most goodput at
+                            the first SLO), the figures with best/worst marked, the offered-TTFT CDF
   --targets                 check the routing-quality targets on each result
   --tune                    search scorer weights and saturation thresholds for the lowest scored
                             TTFT p99; print the gain and a YAML block to paste into a config
@@ -56,6 +73,13 @@ function num(v: string | undefined, name: string, opts: { int?: boolean; min?: n
     throw new UsageError(`--${name} must be ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` ≥ ${opts.min}` : ''}, not "${v}"`);
   }
   return x;
+}
+
+/** A duration with its unit ("2s", "100ms"), in ms. */
+function duration(v: string, name: string): number {
+  const ms = /^\d/.test(v.trim()) && !/^\d+(\.\d+)?$/.test(v.trim()) ? parseDuration(v) : null;
+  if (ms === null || !(ms > 0)) throw new UsageError(`--${name} takes durations with a unit, such as 2s or 100ms, not "${v}"`);
+  return ms;
 }
 
 const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== ''));
@@ -84,6 +108,23 @@ function progressReporter(io: SimIo, what: string): ((policy: string, done: numb
     const left = done < of ? `, about ${Math.ceil((spent / done) * (of - done))} s left` : '';
     io.err(`${what}: ${policy} done (${done}/${of}, ${spent.toFixed(1)} s${left})\n`);
   };
+}
+
+/** The HTML report of one simulated scale (src/report/). */
+function simulationReport(res: SimResult, offered: Map<string, Float64Array> | undefined): string {
+  const w = res.workload;
+  const policies: ReportPolicy[] = res.runs.map((run) => ({ run, ttftOfferedMs: offered?.get(run.policy) }));
+  return renderReport({
+    title: `infergate simulate: ${w.trace}, rate ×${w.rate_scale}`,
+    about:
+      `${w.requests} requests replayed in virtual time against ${w.endpoints} simulated vLLM servers, once per policy, ` +
+      `seed ${w.seed}; times are in ms of engine time. The oracle reads each engine's true state (no real router can) ` +
+      'and is a yardstick, not a candidate.',
+    policies,
+    valid: true,
+    yardsticks: ['oracle'],
+    settings: { workload: w },
+  });
 }
 
 /** `infergate simulate ARGS`; resolves to the exit code (0 ok, 1 failure, 2 usage). */
@@ -123,7 +164,14 @@ function run(argv: string[], io: SimIo): number {
         config: { type: 'string' },
         seed: { type: 'string' },
         ...ENGINE_FLAG_OPTIONS,
+        replicas: { type: 'string' },
+        share: { type: 'string' },
+        'share-delay-ms': { type: 'string' },
+        spread: { type: 'string' },
+        'slo-ttft': { type: 'string' },
+        'slo-itl': { type: 'string' },
         json: { type: 'string' },
+        html: { type: 'string' },
         targets: { type: 'boolean' },
         tune: { type: 'boolean' },
         'tune-budget': { type: 'string' },
@@ -160,6 +208,22 @@ function run(argv: string[], io: SimIo): number {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+
+  const share = values.share ?? 'none';
+  if (share !== 'none' && share !== 'events') throw new UsageError(`--share must be none or events, not "${share}"`);
+  const spread = values.spread ?? 'round_robin';
+  if (spread !== 'round_robin' && spread !== 'random') throw new UsageError(`--spread must be round_robin or random, not "${spread}"`);
+  const replicas: ReplicaOptions = {
+    replicas: num(values.replicas, 'replicas', { int: true, min: 1 }) ?? 1,
+    share,
+    shareDelayMs: num(values['share-delay-ms'], 'share-delay-ms', { min: 0 }) ?? 5,
+    spread,
+  };
+
+  const slos = sloSpecs(
+    list(values['slo-ttft'])?.map((v) => duration(v, 'slo-ttft')),
+    values['slo-itl'] === undefined ? undefined : duration(values['slo-itl'], 'slo-itl'),
+  );
 
   const pool: PoolSettings = values.config !== undefined ? poolSettingsFromFile(values.config) : {};
 
@@ -210,9 +274,21 @@ function run(argv: string[], io: SimIo): number {
   }
 
   const results: SimResult[] = [];
+  const htmlFile = values.html;
+  // per scale, per policy: each offered request's TTFT (Infinity when shed or failed), for the report's CDF
+  const offered = new Map<number, Map<string, Float64Array>>();
+  const records = (scale: number) => {
+    const byPolicy = new Map<string, Float64Array>();
+    offered.set(scale, byPolicy);
+    return (policy: string, rec: { index: number; outcome: string; ttftMs: number }) => {
+      let a = byPolicy.get(policy);
+      if (!a) byPolicy.set(policy, (a = new Float64Array(requests.length).fill(Infinity)));
+      if (rec.outcome === 'completed') a[rec.index] = rec.ttftMs;
+    };
+  };
   for (const scale of scales) {
     const onPolicyDone = progressReporter(io, `x${scale}, ${requests.length} requests, ${endpoints} endpoints`);
-    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone });
+    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone, slos, replicas, onRecord: values.html === undefined ? undefined : records(scale) });
     results.push(res);
     io.out(formatTable(res));
     if (values.targets) io.out(formatTargets(checkTargets(res)));
@@ -222,6 +298,14 @@ function run(argv: string[], io: SimIo): number {
   if (values.json !== undefined) {
     const out = results.length === 1 ? results[0] : { sweep: results };
     writeFileSync(values.json, JSON.stringify(out, null, 2) + '\n');
+  }
+  if (htmlFile !== undefined) {
+    results.forEach((res, i) => {
+      const scale = scales[i];
+      const file = results.length === 1 ? htmlFile : htmlFile.replace(/(\.html?)?$/, (ext) => `-x${scale}${ext || '.html'}`);
+      writeFileSync(file, simulationReport(res, offered.get(scale)));
+      io.err(`wrote ${file}\n`);
+    });
   }
   return 0;
 }

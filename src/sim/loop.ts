@@ -10,6 +10,7 @@
 import { Engine, tokenize, type EngineProfile, type EngineSnapshot } from '../engine/index.js';
 import { EventQueue } from './heap.js';
 import { RunStats, type RequestRecord } from './run-stats.js';
+import type { SloSpec } from './slo.js';
 import { traceTokens } from './trace.js';
 import type { RunResult, SimRequest } from './types.js';
 
@@ -46,6 +47,8 @@ export interface LoopOptions {
   scrapeIntervalMs: number;
   /** called once per request when it ends (completed, rejected or error), in virtual-time order */
   record?: (rec: RequestRecord) => void;
+  /** the latency objectives for attainment and goodput (default DEFAULT_SLOS) */
+  slos?: readonly SloSpec[];
 }
 
 /** The token ids the engine sees for a request (tokenize(prompt) when a literal prompt is given). */
@@ -70,7 +73,7 @@ export function runLoop(
   const engines: Engine[] = [];
   for (let i = 0; i < opts.endpoints; i++) engines.push(new Engine(opts.profile));
   const policy = makePolicy(engines);
-  const stats = new RunStats(requests, opts.endpoints, opts.record);
+  const stats = new RunStats(requests, opts.endpoints, opts.record, opts.slos);
   const q = new EventQueue();
   const stepping = new Uint8Array(opts.endpoints);
   const tickets: unknown[] = new Array(n);

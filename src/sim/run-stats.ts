@@ -4,6 +4,7 @@
  * completed requests, throughput over the virtual time from the first arrival to the last end) and, for
  * callers that compare per request, one `RequestRecord` per request when it ends.
  */
+import { DEFAULT_SLOS, offeredFigures, type SloSpec } from './slo.js';
 import { Samples, round, summarize } from './stats.js';
 import type { RunResult, SimRequest } from './types.js';
 
@@ -26,6 +27,10 @@ export class RunStats {
   private readonly firstAt: Float64Array;
   private readonly lastAt: Float64Array;
   private readonly cachedOf: Float64Array;
+  /** per request: mean gap between its tokens, set when it completes (NaN otherwise) */
+  private readonly meanItlOf: Float64Array;
+  /** per request: its TTFT if it completed (NaN otherwise) */
+  private readonly doneTtftOf: Float64Array;
   private readonly perEndpoint: number[];
   private readonly ttft = new Samples();
   private readonly itl = new Samples();
@@ -45,12 +50,15 @@ export class RunStats {
     private readonly requests: readonly SimRequest[],
     endpoints: number,
     private readonly record?: (rec: RequestRecord) => void,
+    private readonly slos: readonly SloSpec[] = DEFAULT_SLOS,
   ) {
     const n = requests.length;
     this.endpointOf = new Int32Array(n).fill(NONE);
     this.firstAt = new Float64Array(n).fill(NaN);
     this.lastAt = new Float64Array(n).fill(NaN);
     this.cachedOf = new Float64Array(n);
+    this.meanItlOf = new Float64Array(n).fill(NaN);
+    this.doneTtftOf = new Float64Array(n).fill(NaN);
     this.perEndpoint = new Array<number>(endpoints).fill(0);
     this.firstArrival = n > 0 ? requests[0].arrivalMs : 0;
   }
@@ -83,6 +91,8 @@ export class RunStats {
     this.outputTokens += outputTokens;
     this.e2e.push(at - this.requests[i].arrivalMs);
     if (at > this.lastEnd) this.lastEnd = at;
+    this.doneTtftOf[i] = this.firstAt[i] - this.requests[i].arrivalMs;
+    this.meanItlOf[i] = outputTokens > 1 ? (this.lastAt[i] - this.firstAt[i]) / (outputTokens - 1) : 0;
     this.fate(i, 'completed', at, outputTokens);
   }
 
@@ -120,6 +130,7 @@ export class RunStats {
       preemptions: this.preemptions,
       duration_s: round(durationS),
       per_endpoint: this.perEndpoint,
+      ...offeredFigures(this.doneTtftOf, this.meanItlOf, this.rejected, durationS, this.slos),
     };
   }
 

@@ -5,7 +5,9 @@ import type { PolicyName } from '../routing/index.js';
 import { simConfig, type PoolSettings } from './config.js';
 import { runLoop, type LoopOptions } from './loop.js';
 import { oraclePolicy } from './policies.js';
-import { endpointName, routerPolicy } from './router-policy.js';
+import { endpointName, routerPolicy, type ReplicaOptions } from './router-policy.js';
+import type { RequestRecord } from './run-stats.js';
+import type { SloSpec } from './slo.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
 
 /** The router's policies (in the order runs are reported) and the oracle. */
@@ -31,6 +33,12 @@ export interface SimulationOptions {
   onPolicyDone?: (policy: string, done: number, of: number) => void;
   /** arrivals X times denser (default 1) */
   rateScale?: number;
+  /** latency objectives for the runs' `slo` figures (default DEFAULT_SLOS) */
+  slos?: readonly SloSpec[];
+  /** gateway replicas, each with its own router, and whether they share what they learn (default: one) */
+  replicas?: ReplicaOptions;
+  /** called once per request as it ends, with its policy (e.g. for a report's CDF) */
+  onRecord?: (policy: string, rec: RequestRecord) => void;
 }
 
 /** The requests with arrivals compressed by rateScale (a copy; the input is not changed). */
@@ -64,7 +72,7 @@ export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
 export function runPolicy(
   policy: SimPolicyName,
   requests: readonly SimRequest[],
-  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record'] },
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[]; replicas?: ReplicaOptions },
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
@@ -73,8 +81,8 @@ export function runPolicy(
   const make =
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
-      : routerPolicy(setup, policy, opts.seed, opts.profile);
-  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record });
+      : routerPolicy(setup, policy, opts.seed, opts.profile, opts.replicas);
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos });
 }
 
 export function runSimulation(opts: SimulationOptions): SimResult {
@@ -86,7 +94,9 @@ export function runSimulation(opts: SimulationOptions): SimResult {
   const profile = profileFor(requests, opts.profile);
   const pool = opts.pool ?? {};
   const runs = policies.map((p, i) => {
-    const run = runPolicy(p, requests, { endpoints, profile, pool, seed });
+    const onRecord = opts.onRecord;
+    const record = onRecord ? (rec: RequestRecord) => onRecord(p, rec) : undefined;
+    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record, replicas: opts.replicas });
     opts.onPolicyDone?.(p, i + 1, policies.length);
     return run;
   });
@@ -98,6 +108,9 @@ export function runSimulation(opts: SimulationOptions): SimResult {
       endpoints,
       seed,
       rate_scale: rateScale,
+      ...(opts.replicas && opts.replicas.replicas > 1
+        ? { replicas: opts.replicas.replicas, share: opts.replicas.share, share_delay_ms: opts.replicas.shareDelayMs, spread: opts.replicas.spread }
+        : {}),
       engine: {
         max_num_seqs: full.maxNumSeqs,
         max_num_batched_tokens: full.maxNumBatchedTokens,

@@ -17,6 +17,8 @@ const COLS: Array<[string, (r: SimResult['runs'][number]) => string]> = [
   ['req/s', (r) => r.throughput_rps.toFixed(2)],
   ['tok/s', (r) => r.output_tokens_per_s.toFixed(0)],
   ['hit%', (r) => (r.prefix_cache_hit_rate * 100).toFixed(1)],
+  ['slo%', (r) => (r.slo.length ? (r.slo[0].attainment * 100).toFixed(1) : '-')],
+  ['good/s', (r) => (r.slo.length ? r.slo[0].goodput_rps.toFixed(2) : '-')],
 ];
 
 function ms(x: number): string {
@@ -28,7 +30,8 @@ function ms(x: number): string {
 
 export function formatTable(res: SimResult): string {
   const w = res.workload;
-  const head = `${w.trace}: ${w.requests} requests, ${w.endpoints} endpoints, rate x${w.rate_scale}, seed ${w.seed} (times in ms)`;
+  const reps = w.replicas && w.replicas > 1 ? `, ${w.replicas} gateway replicas (${w.spread}, share ${w.share}${w.share === 'events' ? ` after ${w.share_delay_ms} ms` : ''})` : '';
+  const head = `${w.trace}: ${w.requests} requests, ${w.endpoints} endpoints${reps}, rate x${w.rate_scale}, seed ${w.seed} (times in ms)`;
   const rows = [COLS.map((c) => c[0]), ...res.runs.map((r) => COLS.map((c) => c[1](r)))];
   const widths = COLS.map((_, j) => Math.max(...rows.map((row) => row[j].length)));
   const lines = rows.map((row) => row.map((cell, j) => (j === 0 ? cell.padEnd(widths[j]) : cell.padStart(widths[j]))).join('  '));
@@ -40,6 +43,8 @@ export function formatTable(res: SimResult): string {
 export const TABLE_LEGEND = `columns: done = requests completed, err = failed, rej = refused with 429 (every endpoint saturated);
 ttft = time to first token, itl = gap between tokens, e2e = whole request (ms of engine time; "12.3s" = seconds);
 percentiles are over completed requests only, so compare rej too; req/s = completions per second; tok/s =
-output tokens per second; hit% = prompt tokens served from the engines' prefix caches. oracle = a yardstick
-that reads each engine's true queue and cache (no real router can), not a policy to deploy.
+output tokens per second; hit% = prompt tokens served from the engines' prefix caches; slo% = share of all
+offered requests (rejected and failed ones count as misses) that completed within the first SLO (--slo-ttft,
+default 2s, and mean inter-token gap ≤ --slo-itl, default 100ms); good/s = those requests per second (goodput).
+oracle = a yardstick that reads each engine's true queue and cache (no real router can), not a policy to deploy.
 `;

@@ -1,3 +1,4 @@
+import type { OfferedFigures } from './slo.js';
 /** Shapes shared by the simulator's parts (trace loader, generators, loop, result JSON). */
 
 /** One request to replay: the Mooncake trace's fields, in camelCase, plus optional adapter/model. */
@@ -28,8 +29,12 @@ export interface Summary {
   mean: number;
 }
 
-/** The figures of one policy's run, as shared/spec/README.md defines them (simulate and the benchmarks). */
-export interface RunFigures {
+/**
+ * The figures of one policy's run, as shared/spec/README.md defines them (simulate and the benchmarks);
+ * the figures over offered requests (shed share, SLO attainment and goodput, TTFT counting the shed as
+ * infinitely slow) are in ./slo.ts.
+ */
+export interface RunFigures extends Partial<OfferedFigures> {
   policy: string;
   requests: number;
   completed: number;
@@ -44,7 +49,7 @@ export interface RunFigures {
 }
 
 /** One simulated policy's run: the spec's figures plus the simulator's extras. */
-export interface RunResult extends RunFigures {
+export interface RunResult extends Omit<RunFigures, keyof OfferedFigures>, OfferedFigures {
   /** Extras: preemptions seen, queueing at arrival, virtual duration. */
   preemptions: number;
   duration_s: number;
@@ -59,6 +64,11 @@ export interface SimResult {
     endpoints: number;
     seed: number;
     rate_scale: number;
+    /** with several gateway replicas (simulate --replicas N > 1) */
+    replicas?: number;
+    share?: 'none' | 'events';
+    share_delay_ms?: number;
+    spread?: 'round_robin' | 'random';
     engine: Record<string, unknown>;
   };
   runs: RunResult[];

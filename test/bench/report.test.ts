@@ -1,5 +1,6 @@
 import t from 'tap';
-import { cdfPoints, lineChart, niceTicks } from '../../native-bench/svg.js';
+import { cdfPoints, lineChart, niceTicks } from '../../src/report/svg.js';
+import { renderReport, verdict, type ReportInput } from '../../src/report/report.js';
 import { renderPoliciesReport } from '../../native-bench/report.js';
 import { parseWrk, wrkScript } from '../../native-bench/wrk.js';
 import { promSums, vllmSample } from '../../native-bench/prom.js';
@@ -22,14 +23,55 @@ t.test('report html is self-contained and has the charts', async (t) => {
   const run = { policy: 'scored', requests: 2, completed: 2, errors: 0, rejected: 0, ttft_ms: s, itl_ms: s, e2e_ms: s, throughput_rps: 1, output_tokens_per_s: 10, prefix_cache_hit_rate: 0.5 };
   const html = renderPoliciesReport({
     settings: { x: 1 }, timeScale: 10, valid: false, invalidReason: 'late <client>',
-    live: [{ ...run, ttft_values_ms: [10, 20], timeseries: { 'a:1': [[0, 1, 0, 0.1], [0.25, 2, 1, 0.2]] }, per_endpoint: [{ endpoint: 'a:1', requests: 2, mean_running: 1, max_running: 2, mean_kv_cache: 0.1, busy_fraction: 1 }] }],
+    live: [{ ...run, ttft_offered_values_ms: [10, 20], timeseries: { 'a:1': [[0, 1, 0, 0.1], [0.25, 2, 1, 0.2]] }, per_endpoint: [{ endpoint: 'a:1', requests: 2, mean_running: 1, max_running: 2, mean_kv_cache: 0.1, busy_fraction: 1 }] }],
     sim: [run],
     comparison: [{ policy: 'scored', metric: 'ttft p50', live: 1, simulated: 1, ratio: 1, within_20pct: true }],
   });
   t.match(html, /<svg/);
   t.ok((html.match(/<svg/g) ?? []).length >= 3, 'TTFT CDF, load and KV charts');
-  t.match(html, /INVALID RUN: late &lt;client&gt;/);
+  t.match(html, /NOT valid: late &lt;client&gt;/, 'the verdict says the run is not valid, escaped');
+  t.match(html, /class="agreement"/, 'live vs simulated has its own table');
   t.notMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/, 'no scripts, no external links');
+});
+
+t.test('the verdict names the goodput winner, the margin, and leaves yardsticks out', async (t) => {
+  const s = { p50: 1, p90: 2, p99: 3, mean: 1.5 };
+  const fig = (policy: string, good: number, rejected = 0) => ({
+    policy, requests: 100, completed: 100 - rejected, errors: 0, rejected, ttft_ms: { ...s, p99: 10 + good }, itl_ms: s, e2e_ms: s,
+    throughput_rps: 5, output_tokens_per_s: 10, prefix_cache_hit_rate: 0.1,
+    shed_share: rejected / 100, slo: [{ ttft_ms: 2000, itl_ms: 100, attainment: good / 10, goodput_rps: good }], ttft_offered_ms: { p50: 1, p90: 2, p99: null },
+  });
+  const input: ReportInput = {
+    title: 't', about: 'a', valid: true, settings: {}, yardsticks: ['oracle'],
+    policies: [fig('round_robin', 2, 30), fig('scored', 3), fig('oracle', 4)].map((run) => ({ run, ttftOfferedMs: [5, 50, Infinity] })),
+  };
+  const v = verdict(input);
+  t.equal(v.winner, 'scored', 'the oracle is never the winner');
+  t.match(v.text, /scored wins on goodput at TTFT ≤ 2 s, ITL ≤ 100 ms: 3 req\/s, 50\.0% more than round_robin \(2 req\/s\)/);
+  t.match(v.text, /oracle \(a yardstick, not a policy to deploy\) reaches 4 req\/s/);
+  t.match(v.text, /The run is valid\./);
+  const html = renderReport(input);
+  t.match(html, /<p class="verdict" id="verdict">scored wins/);
+  t.match(html, /class="warnbox">Warning: a large share of requests was rejected \(round_robin 30\.0%\)/, 'a heavy shedder is called out');
+  const row = (p: string) => html.split('\n').find((l) => l.includes(`<tr><th>${p}`)) ?? '';
+  t.match(row('scored'), /class="better">3</, 'the best goodput is marked better');
+  t.match(row('round_robin'), /class="worse">2</, 'the worst goodput is marked worse');
+  t.notMatch(row('oracle'), /class="(better|worse)"/, 'the yardstick is not coloured');
+  t.match(row('round_robin'), /<td>shed<\/td>|>shed</, 'an offered percentile that falls on shed requests says so');
+  t.same(verdict({ ...input, policies: input.policies.slice(0, 1), valid: false, invalidReason: 'x' }).text.endsWith('NOT valid: x.'), true);
+});
+
+t.test('the offered-request yardstick', async (t) => {
+  const { offeredFigures, sloSpecs } = await import('../../src/sim/slo.js');
+  // 4 offered: 2 completed fast, 1 completed slow (ITL too high), 1 shed
+  const f = offeredFigures([100, 300, 200, NaN], [10, 20, 500, NaN], 1, 2, sloSpecs([250, 1000], 100));
+  t.equal(f.shed_share, 0.25);
+  t.same(f.slo, [
+    { ttft_ms: 250, itl_ms: 100, attainment: 0.25, goodput_rps: 0.5 },
+    { ttft_ms: 1000, itl_ms: 100, attainment: 0.5, goodput_rps: 1 },
+  ]);
+  t.same(f.ttft_offered_ms, { p50: 200, p90: null, p99: null }, 'percentiles that fall on the shed request are null');
+  t.same(sloSpecs(undefined, undefined), [{ ttftMs: 2000, itlMs: 100 }], 'the default objective');
 });
 
 t.test('wrk output parsing and script', async (t) => {

@@ -1,6 +1,6 @@
 // check-config and serve on good and bad files: exit codes, and each problem named with its path and line.
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { runCli, tempDir, ROOT, startGateway, gatewayConfig } from '../helpers/process.js';
@@ -109,4 +109,64 @@ t.test('schema prints a JSON Schema; --help and unknown commands', async (t) => 
   const u = runCli(['frobnicate']);
   t.equal(await u.exited(), 2);
   t.match(u.stderr(), /unknown command/);
+});
+
+t.test('a duration without its unit is refused, naming the key and the fix', async (t) => {
+  const f = file(
+    'bare-duration.yaml',
+    [
+      'auth: { mode: none, allow_unauthenticated: true }',
+      'limits:',
+      '  request_timeout: 600',
+      '  first_byte_timeout: "10"',
+      'models: [{ name: m, pool: p }]',
+      'pools:',
+      '  p:',
+      '    endpoints: [127.0.0.1:8001]',
+      '    metrics: { interval: 2x }',
+      '    saturation: { retry_after: 5 }',
+    ].join('\n'),
+  );
+  const p = runCli(['check-config', f]);
+  t.equal(await p.exited(), 1);
+  const err = p.stderr();
+  t.match(err, /bare-duration\.yaml:3: limits\.request_timeout: a duration needs a unit: write "600s" for seconds or "600ms" for milliseconds/);
+  t.match(err, /:4: limits\.first_byte_timeout: a duration needs a unit: write "10s"/, 'a quoted bare number too');
+  t.match(err, /:9: pools\.p\.metrics\.interval: not a duration: "2x"/);
+  t.match(err, /:10: pools\.p\.saturation\.retry_after: a duration needs a unit: write "5s"/);
+  const schema = runCli(['schema']);
+  t.equal(await schema.exited(), 0);
+  const s = JSON.parse(schema.stdout());
+  t.match(s.properties.limits.properties.request_timeout, { type: 'string', pattern: /ms\|s\|m\|h/ }, 'editors see the pattern');
+});
+
+t.test('files the config names must be readable; dangerous settings are warnings', async (t) => {
+  const f = file(
+    'files.yaml',
+    [
+      'listen:',
+      '  port: 8080',
+      `  tls: { cert: ${join(dir, 'missing-cert.pem')}, key: ${dir} }`,
+      'auth: { mode: none, allow_unauthenticated: true }',
+      'limits: { first_byte_timeout: 5s, drain_timeout: 20s }',
+      'models: [{ name: m, pool: p }]',
+      'pools:',
+      '  p: { endpoints: [127.0.0.1:8001], metrics: { interval: 1s, stale_after: 1s } }',
+    ].join('\n'),
+  );
+  const p = runCli(['check-config', f]);
+  t.equal(await p.exited(), 1, 'a missing certificate fails the check');
+  t.match(p.stderr(), /files\.yaml:3: listen\.tls\.cert: .*missing-cert\.pem: does not exist/);
+  t.match(p.stderr(), /files\.yaml:3: listen\.tls\.key: .*: is a directory, not a file/);
+  const s = runCli(['serve', '--config', f]);
+  t.equal(await s.exited(), 1, 'serve refuses to start on it too');
+  t.match(s.stderr(), /listen\.tls\.cert: .*does not exist/);
+
+  const w = file('warn.yaml', readFileSync(f, 'utf8').replace(/\n  tls: .*\n/, '\n'));
+  const c = runCli(['check-config', w]);
+  t.equal(await c.exited(), 0, 'warnings do not fail the check');
+  t.equal(c.stdout(), 'ok\n');
+  t.match(c.stderr(), /warn\.yaml:4: warning: limits\.drain_timeout: 20s is longer than the 10s a container gets/);
+  t.match(c.stderr(), /warn\.yaml:4: warning: limits\.first_byte_timeout: 5s: a non-streamed answer/);
+  t.match(c.stderr(), /warn\.yaml:7: warning: pools\.p\.metrics\.stale_after: 1s is under two scrape intervals/);
 });

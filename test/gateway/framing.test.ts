@@ -52,6 +52,9 @@ t.test('ambiguous framing: the connection is cut, nothing is served from it, not
   // chunked before any handler runs
   t.match(metrics, /infergate_rejected_total\{reason="invalid"[^}]*\} 3/, 'each cut is counted');
   t.equal((gw.proc.stdout().match(/"msg":"connection cut"/g) ?? []).length, 3, 'and logged');
+  // the gateway cut them: recorded as its 400, not as a client that left (499)
+  t.match(metrics, /infergate_requests_total\{model="",pool="",code="400"\} 3/, 'recorded as 400');
+  t.notMatch(metrics, /code="499"/, 'not as 499');
 });
 
 t.test('the same length twice and plain chunked are fine', async (t) => {

@@ -1,13 +1,10 @@
-// listen.tls: the client port speaks HTTPS only, with the configured certificate; unreadable files stop
-// the start with a message that names them.
+// listen.tls: the client port speaks HTTPS only, with the configured certificate (bad files: tls-errors.test.ts).
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { startGateway, gatewayConfig, runCli, tempDir } from '../helpers/process.js';
+import { startGateway, gatewayConfig, tempDir } from '../helpers/process.js';
 import { startUpstream, CHAT_JSON, chatBody } from '../helpers/upstream.js';
-import { writeFileSync } from 'node:fs';
-import { stringify } from 'yaml';
 
 const dir = tempDir();
 const cert = join(dir, 'tls.crt');
@@ -35,13 +32,4 @@ t.test('HTTPS with the configured certificate', async (t) => {
   t.match(plain, /^error/, `plain HTTP on the TLS port fails (${plain})`);
   const pem = execFileSync('openssl', ['s_client', '-connect', gw.url.slice('https://'.length), '-servername', 'localhost'], { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
   t.match(pem, /subject=\/?CN ?= ?localhost/, 'the served certificate is ours');
-});
-
-t.test('an unreadable certificate file stops the start, naming it', async (t) => {
-  const file = join(dir, 'bad.yaml');
-  writeFileSync(file, stringify(gatewayConfig(['127.0.0.1:1'], { over: { listen: { host: '127.0.0.1', port: 0, tls: { cert: join(dir, 'missing.crt'), key } } } })));
-  const p = runCli(['serve', '--config', file]);
-  t.equal(await p.exited(), 1);
-  t.match(p.stderr(), /listen\.tls: cannot read the certificate file .*missing\.crt/);
-  t.notMatch(p.stdout(), /listening/);
 });

@@ -22,8 +22,14 @@ export interface Proc {
   kill(sig?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * `node dist/cli.js ARGS`; `spawnWith` starts it another way (it gets `[CLI, ...args]`, e.g. to run it
+ * under `prlimit`), with stdout and stderr piped.
+ */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, spawnWith?: (nodeArgs: string[]) => ChildProcess): Proc {
+  const child = spawnWith
+    ? spawnWith([CLI, ...args])
+    : spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   const waiters = new Set<() => void>();

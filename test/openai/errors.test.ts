@@ -16,6 +16,7 @@ const PINNED: Record<string, [number, string]> = {
   method_not_allowed: [405, 'invalid_request_error'],
   request_too_large: [413, 'invalid_request_error'],
   unsupported_content_encoding: [415, 'invalid_request_error'],
+  request_timeout: [408, 'invalid_request_error'],
   headers_too_large: [431, 'invalid_request_error'],
   pool_saturated: [429, 'rate_limit_error'],
   internal_error: [500, 'server_error'],
@@ -24,6 +25,7 @@ const PINNED: Record<string, [number, string]> = {
   no_endpoint: [503, 'server_error'],
   request_buffers_full: [503, 'server_error'],
   shutting_down: [503, 'server_error'],
+  too_many_connections: [503, 'server_error'],
   upstream_timeout: [504, 'server_error'],
 };
 
@@ -40,7 +42,7 @@ const built: ApiError[] = [
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
   errors.bodyBufferFull(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
-  errors.shuttingDown(), errors.internal(),
+  errors.shuttingDown(), errors.internal(), errors.tooManyConnections(), errors.uploadTooSlow(23_000),
 ];
 
 t.test('every factory builds an error whose status, reason phrase and type follow its code', async (t) => {

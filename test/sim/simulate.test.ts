@@ -114,3 +114,31 @@ t.test('--tune: never worse than the defaults, prints a scoring block', async (t
   const m = /TTFT p99 ([\d.]+) → ([\d.]+) ms/.exec(out);
   t.ok(m && Number(m[2]) <= Number(m[1]), 'tuned p99 ≤ default p99');
 });
+
+t.test('--slo-ttft/--slo-itl give the offered-request figures; --html writes the report', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'infergate-sim-'));
+  const json = join(dir, 'r.json');
+  const html = join(dir, 'r.html');
+  let printed = '';
+  let errs = '';
+  const io = { out: (s: string) => void (printed += s), err: (s: string) => void (errs += s) };
+  const args = ['--generate', 'burst', '--requests', '150', '--rate-scale', '4', '--endpoints', '2', '--policies', 'round_robin,scored,oracle', '--slo-ttft', '500ms,5s', '--slo-itl', '80ms', '--json', json, '--html', html];
+  t.equal(await simulateMain(args, io), 0, errs);
+  const j = JSON.parse(readFileSync(json, 'utf8'));
+  for (const r of j.runs) {
+    t.same(r.slo.map((s: { ttft_ms: number; itl_ms: number }) => [s.ttft_ms, s.itl_ms]), [[500, 80], [5000, 80]], `${r.policy}: one entry per bound`);
+    t.ok(r.slo[0].attainment <= r.slo[1].attainment, 'a looser bound is met at least as often');
+    t.ok(r.slo[1].attainment <= (r.completed / r.requests) + 1e-9, 'attainment counts shed and failed requests as misses');
+    t.equal(r.shed_share, Math.round((r.rejected / r.requests) * 1e4) / 1e4);
+    t.same(Object.keys(r.ttft_offered_ms), ['p50', 'p90', 'p99']);
+  }
+  t.match(printed, /slo%\s+good\/s/, 'the table shows the first SLO');
+  const page = readFileSync(html, 'utf8');
+  t.match(page, /id="verdict">(round_robin|scored) wins on goodput at TTFT ≤ 500 ms, ITL ≤ 80 ms/, 'the verdict names a candidate, never the oracle');
+  t.match(page, /<svg[\s\S]*TTFT CDF/, 'the offered-TTFT CDF');
+  t.match(errs, /wrote .*r\.html/);
+
+  let usage = '';
+  t.equal(await simulateMain(['--slo-ttft', '2000'], { out: () => undefined, err: (s) => void (usage += s) }), 2, 'a bound without a unit is a usage error');
+  t.match(usage, /--slo-ttft takes durations with a unit/);
+});

@@ -1,4 +1,7 @@
-/** Hand-written SVG line charts (no chart library): axes with round ticks, optional log x, a legend. Pure. */
+/**
+ * Hand-written SVG line charts (no chart library): axes with round, labelled ticks (a log x axis gets 1-2-5
+ * ticks per decade, or plain round ticks when its range is under a decade), grid lines, a legend. Pure.
+ */
 
 export interface Series { name: string; points: Array<[number, number]>; color?: string; step?: boolean }
 
@@ -64,14 +67,15 @@ export function lineChart(series: Series[], o: ChartOptions): string {
   if (o.xLog) {
     xt = [];
     for (let e = Math.floor(Math.log10(xMin)); e <= Math.ceil(Math.log10(xMax)); e++) for (const k of [1, 2, 5]) { const v = k * 10 ** e; if (v >= xMin && v <= xMax) xt.push(v); }
+    if (xt.length < 3) xt = niceTicks(xMin, xMax, 4).filter((v) => v >= xMin && v > 0);
   } else xt = niceTicks(xMin, xMax, 6);
   for (const v of xt) {
     const x = X(v).toFixed(1);
-    parts.push(`<line x1="${x}" y1="${m.t}" x2="${x}" y2="${m.t + ph}" stroke="#eee"/><text x="${x}" y="${m.t + ph + 14}" text-anchor="middle">${fmt(v)}</text>`);
+    parts.push(`<line x1="${x}" y1="${m.t}" x2="${x}" y2="${m.t + ph}" stroke="#eee"/><line class="tick" x1="${x}" y1="${m.t + ph}" x2="${x}" y2="${m.t + ph + 4}" stroke="#666"/><text x="${x}" y="${m.t + ph + 15}" text-anchor="middle">${fmt(v)}</text>`);
   }
   for (const v of niceTicks(yMin, yMax, 5)) {
     const y = Y(v).toFixed(1);
-    parts.push(`<line x1="${m.l}" y1="${y}" x2="${m.l + pw}" y2="${y}" stroke="#eee"/><text x="${m.l - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(v)}</text>`);
+    parts.push(`<line x1="${m.l}" y1="${y}" x2="${m.l + pw}" y2="${y}" stroke="#eee"/><line class="tick" x1="${m.l - 4}" y1="${y}" x2="${m.l}" y2="${y}" stroke="#666"/><text x="${m.l - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${fmt(v)}</text>`);
   }
   parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
   parts.push(`<text x="${m.l + pw / 2}" y="${H - 8}" text-anchor="middle">${escapeXml(o.xLabel)}</text>`);
