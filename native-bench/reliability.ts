@@ -467,7 +467,7 @@ export async function runReliability(opts: Map<string, string>): Promise<number>
     const over = overloadS > 0 ? await overload(s, offered, heavy, overloadS) : null;
     if (over) process.stderr.write(`overload: ${JSON.stringify(over)}\n`);
     const overLeak = await drained(s, 15_000);
-    const parse = parseCost(quick ? 1 : 4, quick ? 3 : 7);
+    const parse = parseCost(quick ? 1 : 4, 7);
     // exit status: what breaks the gateway for everyone (wrong accepts are reported, see RELIABILITY.md)
     const bad = cases.reduce((n, c) => n + c.crashes + c.hangs + c.silent_truncations + c.leaked_upstreams, 0) + overLeak + (s.gw.exited ? 1 : 0);
     const wrong = cases.reduce((n, c) => n + c.wrong_accepts, 0);

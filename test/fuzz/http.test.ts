@@ -170,7 +170,7 @@ function wire(r: Req): { bytes: Buffer; fin: boolean } {
       break;
   }
   // A head line that is not `name: value` as above (no colon, a space or another character in the name, a
-  // folded line, a control byte other than tab) gets no answer from the uWS front, only its idle timeout, ~11 s
+  // folded line, a control byte other than tab) gets no answer from the uWS front, only its idle timeout, 8–12 s
   // (RELIABILITY.md, known not to hold): bounded here by a half-close, which it answers with a close.
   const headText = `${r.method} ${r.path} HTTP/1.1\r\nHost: ${authority}\r\n${lines.map((l) => `${l}\r\n`).join('')}\r\n`;
   if (lines.some((l) => !HEAD_LINE.test(l))) mustFin = true;
