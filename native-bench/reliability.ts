@@ -17,7 +17,7 @@
  *    in this process, against the whole-prompt rendering it replaced.
  * Writes DIR/reliability.json.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
@@ -483,6 +483,7 @@ export async function runReliability(opts: Map<string, string>): Promise<number>
   } finally {
     await s.gw.proc.stop();
     await s.mocks.stop();
+    rmSync(dir, { recursive: true, force: true }); // the gateway configs written there
   }
   return code;
 }
