@@ -3,7 +3,9 @@
  *   overhead  proxy cost against direct, nginx and the bare relay (wrk)     → DIR/overhead.json
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
+ *   auth      requests/s with auth off vs JWT (cached, uncached), and the cost of one verification → DIR/auth.json
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
+ *   quota     tenant-quota admission cost, in memory and on a local redis-server   → DIR/quota.json
  *   reliability  attacker classes, overload, soak and body-parsing cost against a real gateway → DIR/reliability.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
@@ -37,12 +39,20 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
       ...Object.fromEntries(ENGINE_FLAGS.map(([f]) => [f, str])),
     },
   },
+  auth: {
+    usage: 'auth       [--connections 50] [--duration 5] [--rounds 3] [--tokens 1000] [--verifications 2000] [--out DIR]',
+    options: { connections: str, duration: str, rounds: str, tokens: str, verifications: str, out: str },
+  },
   mock: {
     usage: 'mock       [--count 8] [--connections 64] [--duration 5] [--max-tokens 256] [--time-scale 20] [--out DIR]',
     options: { count: str, connections: str, duration: str, 'max-tokens': str, 'time-scale': str, out: str },
   },
+  quota: {
+    usage: 'quota      [--ops 200000] [--sequential 5000] [--concurrency 64] [--duration 3] [--out DIR]',
+    options: { ops: str, sequential: str, concurrency: str, duration: str, out: str },
+  },
   reliability: {
-    usage: 'reliability [--quick] [--cases 30] [--overload-s 60] [--soak-s 600] [--offered 4] [--heavy 2] [--out DIR]',
+    usage: 'reliability [--quick] [--cases 40] [--overload-s 60] [--soak-s 600] [--offered 4] [--heavy 2] [--out DIR]',
     options: { quick: flag, cases: str, 'overload-s': str, 'soak-s': str, offered: str, heavy: str, out: str },
   },
   // internal: started by the scenarios above as child processes
@@ -119,9 +129,17 @@ async function main(): Promise<void> {
       process.exitCode = code;
       return;
     }
+    case 'auth': {
+      const { runAuth } = await import('./auth.js');
+      return runAuth(opts);
+    }
     case 'mock': {
       const { runMock } = await import('./mock.js');
       return runMock(opts);
+    }
+    case 'quota': {
+      const { runQuota } = await import('./quota.js');
+      return runQuota(opts);
     }
     case 'reliability': {
       const { runReliability } = await import('./reliability.js');

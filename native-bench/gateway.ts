@@ -14,6 +14,8 @@ export interface GatewayOptions {
   /** Extra pool keys (e.g. metrics interval). */
   pool?: Record<string, unknown>;
   nodeArgs?: string[];
+  /** the config's auth section (default: mode none) */
+  auth?: Record<string, unknown>;
 }
 
 export interface Gateway { url: string; port: number; adminPort: number; configFile: string; proc: Proc }
@@ -27,7 +29,7 @@ export function gatewayConfig(o: GatewayOptions, port: number, adminPort: number
     listen: { host: '127.0.0.1', port },
     admin: { host: '127.0.0.1', port: adminPort },
     debug_headers: o.debugHeaders ?? false,
-    auth: { mode: 'none', allow_unauthenticated: true },
+    auth: o.auth ?? { mode: 'none', allow_unauthenticated: true },
     models: [o.model, ...(o.extraModels ?? [])].map((name) => ({ name, pool: 'bench' })),
     pools: { bench: { engine: 'vllm', endpoints: o.endpoints, policy: o.policy, ...(o.pool ?? {}) } },
   };
@@ -39,6 +41,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   let adminPort = await freePort();
   while (adminPort === port) adminPort = await freePort();
   const configFile = path.join(o.dir, `gateway-${o.policy}-${port}.yaml`);
+  // (a relative key path in `auth` is read from this directory)
   // JSON is valid YAML: written as JSON so no YAML writer is needed.
   writeFileSync(configFile, JSON.stringify(gatewayConfig(o, port, adminPort), null, 2) + '\n');
   const proc = await startProcess(process.execPath, [...(o.nodeArgs ?? []), INFERGATE_CLI, 'serve', '--config', configFile], {

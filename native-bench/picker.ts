@@ -63,6 +63,8 @@ export interface PickerResult {
   indexed_blocks_at_end: number;
   /** the same picks with dryRun (decide only: no accounting, no learning into the index) */
   pick_dry_run_us: { p50: number; p99: number };
+  /** the same dry runs explained (every candidate's scores), as the gateway's decisions ring asks */
+  pick_dry_run_explained_us: { p50: number; p99: number };
   pick_us_by_prompt: { repeated: { p50: number; p99: number }; half_shared: { p50: number; p99: number }; new: { p50: number; p99: number } };
   index_bytes_per_block: number;
   index_bytes_per_block_estimate: number | null;
@@ -74,8 +76,10 @@ export interface PickerResult {
 // One options shape for every call, as in the gateway: a call site that meets a new object shape deoptimises
 // pick(), which then runs unoptimised for a few hundred calls (that was most of the p99 when the fill, the
 // warm-up and the timed part each passed a different one).
-const LIVE = { deferLearn: true, dryRun: false };
-const DRY = { deferLearn: true, dryRun: true };
+const LIVE = { deferLearn: true, dryRun: false, explain: false };
+const DRY = { deferLearn: true, dryRun: true, explain: false };
+/** a dry run explained, as every pick is while the gateway keeps a ring of decisions (admin.decisions > 0) */
+const DRY_EXPLAIN = { deferLearn: true, dryRun: true, explain: true };
 
 export function measurePicker(o: { endpoints: number; blocks: number; promptChars: number; picks: number; policy: PolicyName }): PickerResult {
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -109,7 +113,7 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
       const t = now + k;
       const base = 1e6 + (h2(k, 3) % Math.max(1, k >> 1));
       const text = k < 1000 || k % 3 === 2 ? prompts.make(1e6 + k) : k % 3 === 0 ? prompts.make(base) : prompts.make(2e6 + k, base, Math.floor(o.promptChars / 128));
-      const r = w.pick(POOL, { model: MODEL, promptText: text, promptTokens: tokens }, t, k % 5 === 4 ? DRY : LIVE);
+      const r = w.pick(POOL, { model: MODEL, promptText: text, promptTokens: tokens }, t, k % 5 === 4 ? (k % 10 === 9 ? DRY_EXPLAIN : DRY) : LIVE);
       if (r.kind === 'ok' && k % 5 !== 4) { w.learn(r.ticket); w.onFirstByte(r.ticket, t); w.onEnd(r.ticket, t, 'ok'); }
       if (k % 64 === 63) eps.forEach((e, i) => w.updateSignals(e, signals(i + k, t), t));
     }
@@ -161,6 +165,17 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
     dry[k] = Number(process.hrtime.bigint() - t) / 1000;
   }
   dry.sort();
+  // The same, explained: what admin.decisions adds to each pick.
+  const explained = new Float64Array(dry.length);
+  for (let k = 0; k < explained.length; k++) {
+    const kind = k % 3;
+    const base = h2(k, 11) % fillPrompts;
+    const text = kind === 0 ? prompts.make(base) : kind === 1 ? prompts.make(7e6 + k, base, half) : prompts.make(8e6 + k);
+    const t = process.hrtime.bigint();
+    router.pick(POOL, { model: MODEL, promptText: text, promptTokens: tokens }, now, DRY_EXPLAIN);
+    explained[k] = Number(process.hrtime.bigint() - t) / 1000;
+  }
+  explained.sort();
   const byKind = (kind: number): { p50: number; p99: number } => {
     const k = Float64Array.from(samples.filter((_, i) => i % 3 === kind)).sort();
     return { p50: round(percentileSorted(k, 0.5), 2), p99: round(percentileSorted(k, 0.99), 2) };
@@ -183,6 +198,7 @@ export function measurePicker(o: { endpoints: number; blocks: number; promptChar
     index_capacity_blocks: capacity * o.endpoints,
     indexed_blocks_at_end: endStats.blocks,
     pick_dry_run_us: { p50: round(percentileSorted(dry, 0.5), 2), p99: round(percentileSorted(dry, 0.99), 2) },
+    pick_dry_run_explained_us: { p50: round(percentileSorted(explained, 0.5), 2), p99: round(percentileSorted(explained, 0.99), 2) },
     index_bytes_per_block: round((after - before) / Math.max(1, filled), 1),
     index_bytes_per_block_estimate: stats.approxBytes ? round(stats.approxBytes / Math.max(1, stats.blocks), 1) : null,
     heap_bytes: { before, after },
@@ -231,6 +247,7 @@ export async function runPicker(opts: Map<string, string>): Promise<void> {
   console.log(`  learn µs (after the upstream write, in the gateway): p50 ${r.learn_us.p50}  p99 ${r.learn_us.p99}  max ${r.learn_us.max};  pick + learn: p50 ${r.pick_and_learn_us.p50}  p99 ${r.pick_and_learn_us.p99}`);
   console.log(`  index: ${r.indexed_blocks} blocks after the fill, ${r.indexed_blocks_at_end} at the end, bound ${r.index_capacity_blocks}`);
   console.log(`  dry-run pick µs (decide only, no index learning): p50 ${r.pick_dry_run_us.p50}  p99 ${r.pick_dry_run_us.p99}`);
+  console.log(`  the same, explained (admin.decisions > 0): p50 ${r.pick_dry_run_explained_us.p50}  p99 ${r.pick_dry_run_explained_us.p99}`);
   console.log(`  index bytes per block: ${r.index_bytes_per_block} measured (heap + array buffers after − before, full GC)${r.index_bytes_per_block_estimate !== null ? `, ${r.index_bytes_per_block_estimate} by the index's own estimate` : ''}`);
   console.log(`\nwrote ${file}`);
 }

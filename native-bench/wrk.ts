@@ -12,10 +12,28 @@ export interface WrkResult {
   non2xx: number;
 }
 
-/** A wrk Lua script that POSTs `body` as JSON. */
-export function wrkScript(body: string): string {
-  const esc = body.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
-  return `wrk.method = "POST"\nwrk.body = "${esc}"\nwrk.headers["Content-Type"] = "application/json"\n`;
+/** A wrk Lua script that POSTs `body` as JSON (with `headers` besides). */
+export function wrkScript(body: string, headers: Record<string, string> = {}): string {
+  const lua = (s: string) => s.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  let script = `wrk.method = "POST"\nwrk.body = "${lua(body)}"\nwrk.headers["Content-Type"] = "application/json"\n`;
+  for (const [k, v] of Object.entries(headers)) script += `wrk.headers["${lua(k)}"] = "${lua(v)}"\n`;
+  return script;
+}
+
+/**
+ * A wrk Lua script that POSTs `body` with `Authorization: Bearer <token>`, the tokens taken in turn (each
+ * request of a connection the next one), so that a gateway sees many clients' tokens, not one.
+ */
+export function wrkTokenScript(body: string, tokens: readonly string[]): string {
+  const lua = (s: string) => s.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  return `local tokens = {${tokens.map((t) => `"${lua(t)}"`).join(',')}}
+local body = "${lua(body)}"
+local i = math.random(#tokens)
+request = function()
+  i = i % #tokens + 1
+  return wrk.format("POST", nil, { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. tokens[i] }, body)
+end
+`;
 }
 
 /** Parses wrk's `--latency` output. Exported for tests. */
@@ -34,10 +52,10 @@ export function parseWrk(out: string): WrkResult {
   return { rps, latency_ms: { p50: pct('50'), p99: pct('99') }, requests, errors, non2xx };
 }
 
-export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string }): Promise<WrkResult> {
+export async function runWrk(opts: { url: string; body: string; connections: number; durationS: number; threads?: number; dir: string; headers?: Record<string, string>; tokens?: readonly string[] }): Promise<WrkResult> {
   const wrk = ensureTool('wrk');
   const script = path.join(opts.dir, `wrk-${process.pid}.lua`);
-  writeFileSync(script, wrkScript(opts.body));
+  writeFileSync(script, opts.tokens ? wrkTokenScript(opts.body, opts.tokens) : wrkScript(opts.body, opts.headers));
   const threads = Math.max(1, Math.min(opts.threads ?? 1, opts.connections));
   const args = ['-t', String(threads), '-c', String(opts.connections), '-d', `${opts.durationS}s`, '--timeout', '10s', '--latency', '-s', script, opts.url];
   return new Promise((resolve, reject) => {

@@ -15,7 +15,10 @@ Commands:
   check-config FILE          validate a config file: "ok" and exit 0, or each problem with its line and exit 1
   schema                     print the config file's JSON Schema
   mock --port N --model NAME run simulated vLLM servers (see "infergate mock --help")
-  demo                       start 4 mock servers and a gateway in front of them, and print a curl to try
+  demo                       start 4 mock servers and a gateway in front of them (JWT on), and print a
+                             curl to try, with a token
+  token --sub S              mint a development JWT for the demo's config or --config FILE
+                             (see "infergate token --help")
   simulate --trace FILE      replay traffic in virtual time against simulated servers, per policy
                              (see "infergate simulate --help")
   version                    print the version
@@ -29,12 +32,17 @@ const SERVE_HELP = `Usage: infergate serve --config FILE
 Runs the gateway described by FILE (YAML; see config/ for examples, "infergate schema" for every key).
 Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PORT" when ready.
 A bad config exits 1 before listening, naming each problem with its key path and line.
-SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), exit 0.
+Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready_when), /debug/pools,
+/debug/state, /debug/decisions?n=N (the last admin.decisions routing decisions).
+SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), cut what is left
+with the error code shutting_down, exit 0. The admin port answers until the exit (/readyz: 503 draining).
 LOG_LEVEL, when set, wins over the config's logging.level.
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
 --ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops
 accepting until descriptors are free; the admin port keeps answering.
+With auth.mode jwt, clients send "Authorization: Bearer <JWT>" (the keys are read, and a jwks_url fetched,
+before listening; "infergate token" mints development tokens for config/demo.yaml's dev key).
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -74,6 +82,10 @@ async function main(argv: string[]): Promise<number> {
     case 'mock': {
       const { mockMain } = await import('./mock/index.js');
       return mockMain(rest);
+    }
+    case 'token': {
+      const { tokenMain } = await import('./auth/token-command.js');
+      return tokenMain(rest);
     }
     case 'demo': {
       const { demoMain } = await import('./demo.js');

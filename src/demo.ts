@@ -1,6 +1,7 @@
 /**
  * `infergate demo` (what `npm start` runs): four simulated vLLM servers and a gateway in front of them,
- * in one process, with config/demo.yaml. Prints a curl command to paste.
+ * in one process, with config/demo.yaml (JWT on, trusting the dev key, which is made on first use).
+ * Prints a curl command to paste, with a token.
  */
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +26,8 @@ export async function demoMain(args: string[]): Promise<number> {
       'Usage: infergate demo [--config FILE] [--port N] [--admin-port N] [--mock-port N] [--time-scale X]\n\n' +
         'Starts one simulated vLLM server per endpoint of the config\'s first pool (default config/demo.yaml:\n' +
         '4 servers on 127.0.0.1:8001-8004) and the gateway in front of them. Ctrl-C stops everything.\n' +
+        'With auth.mode jwt (the default config) it makes the dev key pair in config/dev-keys/ if there is\n' +
+        'none and prints a curl command with a token signed by it (see "infergate token --help").\n' +
         '  --port N        the gateway\'s client port (default from the config: 8080)\n' +
         '  --admin-port N  the admin port (default from the config: 9090)\n' +
         '  --mock-port N   the first mock server\'s port; the others follow (default from the config: 8001)\n' +
@@ -70,6 +73,17 @@ export async function demoMain(args: string[]): Promise<number> {
     return 1;
   }
 
+  let token: string | undefined;
+  const jwt = config.auth.mode === 'jwt' ? config.auth.jwt : undefined;
+  if (jwt) {
+    // before the gateway reads the key set (config/demo.yaml's jwks_file is the dev key's)
+    const { ensureDevKey, mintToken } = await import('./auth/dev-keys.js');
+    const key = await ensureDevKey();
+    const extra: Record<string, unknown> = { [jwt.models_claim]: ['*'] };
+    if (jwt.tenant_claim !== 'sub') extra[jwt.tenant_claim] = 'demo';
+    token = await mintToken(key, { sub: 'demo', issuer: jwt.issuer, audience: jwt.audience, ttl: 24 * 3600, extra });
+  }
+
   const { loadUws } = await import('./common/uws.js');
   loadUws(config.limits.max_header_bytes); // before the mock loads uWS with its defaults
   const { startMockServers } = await import('./mock/index.js');
@@ -113,9 +127,16 @@ export async function demoMain(args: string[]): Promise<number> {
   process.stdout.write(
     `listening on ${addrs.url}\nadmin listening on ${addrs.adminUrl}\n\n` +
       `Try it (run it twice: the second answer comes from the same pod, whose cache holds the prompt):\n\n` +
-      `  curl -sN -D - ${addrs.url}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${body}'\n\n` +
-      `Then: curl -s ${addrs.adminUrl}/debug/pools   and   curl -s ${addrs.adminUrl}/metrics\n` +
-      `Auth is off in this demo (auth.mode: none); Ctrl-C stops it.\n\n`,
+      `  curl -sN -D - ${addrs.url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
+      (token ? `    -H 'authorization: Bearer ${token}' \\\n` : '') +
+      `    -d '${body}'\n\n` +
+      `Then: curl -s ${addrs.adminUrl}/debug/decisions?n=2   and   curl -s ${addrs.adminUrl}/metrics\n` +
+      `The live status page: open ${addrs.adminUrl}/ in a browser.\n` +
+      (token
+        ? `The token (tenant "demo", every model, 24 h) is signed by the dev key in config/dev-keys/; mint others with\n` +
+          `  infergate token --sub alice --models 'support-bot-lora' --ttl 15m\n`
+        : `Auth is off in this config (auth.mode: none).\n`) +
+      `Ctrl-C stops it.\n\n`,
   );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', () => resolve());

@@ -161,3 +161,15 @@ t.test('no source file imports undici outside the gateway and the scraper (the c
   }
   t.pass('checked');
 });
+
+t.test('auth/ knows no sockets and no gateway: it decides, the gateway answers', async (t) => {
+  for (const [file, edges] of graph) {
+    if (room(file) !== 'auth') continue;
+    for (const e of edges) {
+      if (e.to === 'uWebSockets.js' || e.to === 'undici' || (isOurs(e.to) && ['gateway', 'mock', 'sim'].includes(room(e.to)))) {
+        t.fail(`${file}:${e.line} imports ${e.to}`);
+      }
+    }
+  }
+  t.ok([...graph.keys()].some((f) => room(f) === 'auth'), 'the auth room exists');
+});

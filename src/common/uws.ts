@@ -5,6 +5,7 @@
  *   the variable must be set before the first load (whoever loads first sets it);
  * - if the native binary fails to load, the package silently falls back to a slow ws-based copy. We
  *   refuse to run on that fallback.
+ * - every answer would carry a `uWebSockets: 20` header; it is switched off here for the process.
  * Synchronous (the package is CommonJS), so a constructor can call it.
  */
 import { createRequire } from 'node:module';
@@ -26,6 +27,10 @@ export function loadUws(maxHeaderBytes?: number): Uws {
         'infergate needs the native binary: use Node 18 or 20 on linux-x64/arm64 with glibc >= 2.27, or macOS/Windows x64.',
     );
   }
+  // No "uWebSockets: 20" header on every answer (it names the server software to anyone who asks).
+  // `_cfg('silent')` is the addon's switch for that (checked on the wire with this build); it is
+  // process-wide, so a mock server in the same process (the demo) is silent too.
+  (uws as unknown as { _cfg?: (key: string) => void })._cfg?.('silent');
   loaded = uws;
   return uws;
 }

@@ -4,6 +4,7 @@
  * tests and reload use.
  */
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { configWarnings, fileProblems, type ConfigNotice, type FileCheck } from './checks.js';
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
 import { configSchema, type Config } from './schema.js';
@@ -100,12 +101,29 @@ export function loadConfigChecked(file: string, check: FileCheck = readableFile)
   }
   const result = parseConfigText(text);
   if (!result.ok) throw new ConfigError(file, result.problems);
+  const config = withKeyPathsFrom(result.config, dirname(resolve(file)));
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter });
   const located = (n: ConfigNotice): ConfigProblem => ({ path: n.path.join('.'), line: lineOf(doc, lineCounter, n.path), message: n.message });
-  const errors = fileProblems(result.config, check).map(located);
+  const errors = fileProblems(config, check).map(located);
   if (errors.length) throw new ConfigError(file, errors);
-  return { config: result.config, warnings: configWarnings(result.config).map(located) };
+  return { config, warnings: configWarnings(config).map(located) };
+}
+/**
+ * The config with the relative paths of its key files (auth.jwt.jwks_file, public_key_file, secret_file,
+ * pools.*.api_key_file) made absolute from `dir`, the config file's directory, so a config and its keys
+ * can move together. (listen.tls paths, older, stay relative to the working directory.)
+ */
+export function withKeyPathsFrom(config: Config, dir: string): Config {
+  const abs = (p: string | undefined) => (p === undefined || isAbsolute(p) ? p : resolve(dir, p));
+  const jwt = config.auth.jwt;
+  if (jwt) {
+    jwt.jwks_file = abs(jwt.jwks_file);
+    jwt.public_key_file = abs(jwt.public_key_file);
+    jwt.secret_file = abs(jwt.secret_file);
+  }
+  for (const pool of Object.values(config.pools)) pool.api_key_file = abs(pool.api_key_file);
+  return config;
 }
 
 const FILE_ERRORS: Record<string, string> = {

@@ -33,11 +33,11 @@ function poolOptionsOf(pc: PoolConfig): PoolOptions {
   return out;
 }
 
-/** The scraper's view of a config: per pool the engine, the metrics page and interval, the upstream key. */
-export function scraperConfig(cfg: Config): ScraperConfig {
+/** The scraper's view of a config: per pool the engine, the metrics page and interval, the upstream key (read at start). */
+export function scraperConfig(cfg: Config, keys: ReadonlyMap<string, string> = new Map()): ScraperConfig {
   const pools: ScraperConfig['pools'] = {};
   for (const [name, pc] of Object.entries(cfg.pools)) {
-    pools[name] = { engine: pc.engine, metrics: { path: pc.metrics.path, interval: pc.metrics.interval }, api_key: pc.api_key };
+    pools[name] = { engine: pc.engine, metrics: { path: pc.metrics.path, interval: pc.metrics.interval }, api_key: keys.get(name) };
   }
   return { pools };
 }

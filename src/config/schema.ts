@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { parseDuration, parseSize } from '../common/units.js';
 import { POLICY_NAMES, SCORERS, type ScorerName } from '../routing/index.js';
+import { parseCidr } from '../common/ip.js';
 
 /** The pattern a duration matches (also in the JSON Schema, so that editors flag a bare number). */
 export const DURATION_PATTERN = '^\\d+(\\.\\d+)?\\s*(ms|s|m|h)$';
@@ -70,18 +71,54 @@ const listen = z.strictObject({
 const admin = z.strictObject({
   host: z.string().default('127.0.0.1'),
   port: port.default(9090),
+  /** /readyz: ready when every configured model (all) or at least one (any) has an endpoint to serve it. */
+  ready_when: z.enum(['all', 'any']).default('all'),
+  /** How many routing decisions /debug/decisions and the status page keep (a ring); 0 keeps none. */
+  decisions: z.number().int().min(0).max(100_000).default(200),
 });
 
+/** The signature algorithms `auth.jwt.algorithms` may name ("none" is never one of them). */
+export const JWT_ALGORITHMS = [
+  'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519',
+  'HS256', 'HS384', 'HS512',
+] as const;
+
 const jwt = z.strictObject({
-  jwks_file: z.string().optional(),
+  // where the verification keys come from: exactly one of these (keys are never written in this file)
+  /** a JSON Web Key Set file (relative paths: from the config file's directory) */
+  jwks_file: z.string().min(1).optional(),
+  /** a JSON Web Key Set served over HTTP(S): fetched at start, cached, refreshed (see jwks_*) */
   jwks_url: z.string().url().optional(),
-  issuer: z.string().optional(),
-  audience: z.string().optional(),
-  algorithms: z.array(z.string()).default(['RS256', 'ES256', 'EdDSA']),
+  /** a PEM public key (SPKI) or certificate file */
+  public_key_file: z.string().min(1).optional(),
+  /** an environment variable holding a PEM public key */
+  public_key_env: z.string().min(1).optional(),
+  /** a file holding the shared secret of HS256/384/512 (at least 32 bytes) */
+  secret_file: z.string().min(1).optional(),
+  /** an environment variable holding the shared secret */
+  secret_env: z.string().min(1).optional(),
+  /** jwks_url: a key set older than this is refreshed in the background (the old one serves meanwhile) */
+  jwks_refresh: duration('5m'),
+  /** jwks_url: the least time between two fetches (an unknown kid fetches at most this often) */
+  jwks_cooldown: duration('30s'),
+  /** jwks_url: a fetch slower than this fails (the request waiting for it gets 401) */
+  jwks_timeout: duration('2s'),
+  issuer: z.string({ message: 'auth.jwt.issuer is required (the iss every token must carry)' }).min(1),
+  audience: z.string({ message: 'auth.jwt.audience is required (the aud every token must carry)' }).min(1),
+  algorithms: z
+    .array(z.enum(JWT_ALGORITHMS, { message: `an algorithm is one of ${JWT_ALGORITHMS.join(', ')}` }), {
+      message: 'list the algorithms tokens may be signed with (there is no default)',
+    })
+    .min(1, 'list the algorithms tokens may be signed with (there is no default)'),
   clock_skew: duration('30s'),
-  tenant_claim: z.string().default('sub'),
-  models_claim: z.string().default('models'),
-  priority_claim: z.string().default('priority'),
+  tenant_claim: z.string().min(1).default('sub'),
+  models_claim: z.string().min(1).default('models'),
+  priority_claim: z.string().min(1).default('priority'),
+  /** verified tokens remembered (by digest) until their exp; 0 verifies every request */
+  cache_entries: z.number().int().min(0).default(10_000),
+  /** never accepted: a key written in the config file */
+  secret: z.unknown().optional(),
+  public_key: z.unknown().optional(),
 });
 
 const auth = z.strictObject({
@@ -89,6 +126,9 @@ const auth = z.strictObject({
   allow_unauthenticated: z.boolean().default(false),
   jwt: jwt.optional(),
 });
+
+/** A CIDR ("10.0.0.0/8", "fd00::/8") or a single address. */
+const cidr = z.string().refine((v) => parseCidr(v) !== null, { message: 'not an IP address or CIDR (e.g. "10.0.0.0/8", "::1/128")' });
 
 const limits = z
   .strictObject({
@@ -117,9 +157,13 @@ const limits = z
   })
   .prefault({});
 
+/** A tenant's limits (src/quota/): a key left out of an override takes tenants.default's; absent there, no limit. */
 const tenantLimits = z.strictObject({
   requests_per_minute: z.number().positive().optional(),
+  /** prompt + completion tokens: the prompt estimated at admission, corrected by the answer's usage */
   tokens_per_minute: z.number().positive().optional(),
+  /** requests of the tenant in flight at once (all gateways together with quota.backend: redis) */
+  max_concurrent: z.number().int().positive().optional(),
   priority: z.enum(['critical', 'standard', 'sheddable']).optional(),
 });
 
@@ -127,6 +171,29 @@ const tenants = z
   .strictObject({
     default: tenantLimits.prefault({}),
     overrides: z.record(z.string(), tenantLimits).default({}),
+  })
+  .prefault({});
+
+/** Where tenant quotas are counted (src/quota/README.md). */
+const quota = z
+  .strictObject({
+    /** memory: each gateway process counts alone; redis: every gateway sharing the Redis shares the quota */
+    backend: z.enum(['memory', 'redis']).default('memory'),
+    redis: z
+      .strictObject({
+        url: z
+          .string()
+          .regex(/^rediss?:\/\/\S+$/, 'a Redis URL: redis://HOST:PORT[/DB] or rediss://… (TLS)')
+          .optional(),
+        key_prefix: z.string().default('infergate:quota:'),
+        /** the longest a request waits for Redis; past it quota.on_backend_error decides */
+        timeout: duration('50ms'),
+        /** a concurrency lease of a gateway that died expires after this long (live ones are renewed) */
+        lease_ttl: duration('30s'),
+      })
+      .prefault({}),
+    /** when Redis cannot answer in time: allow (no limit), local (this process's own counts), deny (503) */
+    on_backend_error: z.enum(['allow', 'local', 'deny']).default('local'),
   })
   .prefault({});
 
@@ -161,8 +228,14 @@ const pool = z.strictObject({
   discovery: z
     .strictObject({ dns: z.string().min(1), port, interval: duration('5s') })
     .optional(),
-  /** Sent upstream as `Authorization: Bearer …` (the client's own token is never forwarded). */
-  api_key: z.string().optional(),
+  /** A file holding the key sent upstream as `Authorization: Bearer …` (relative: from the config file). */
+  api_key_file: z.string().min(1).optional(),
+  /** An environment variable holding that key. */
+  api_key_env: z.string().min(1).optional(),
+  /** never accepted: a key written in the config file (see api_key_file, api_key_env) */
+  api_key: z.unknown().optional(),
+  /** Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded). */
+  forward_client_auth: z.boolean().default(false),
   metrics: z
     .strictObject({
       path: z.string().startsWith('/').default('/metrics'),
@@ -171,7 +244,8 @@ const pool = z.strictObject({
     })
     .prefault({}),
   /** The engines' batch size (vLLM --max-num-seqs), when known: the picker then counts the wait for a
-   *  decode slot on a full endpoint. Engines do not export it in their metrics. */
+   *  decode slot on a full endpoint, and saturation counts requests beyond the free seats as waiting.
+   *  Engines do not export it in their metrics. */
   max_num_seqs: z.number().int().min(1).optional(),
   policy: z.enum(POLICY_NAMES).default('scored'),
   shadow_policy: z.enum(POLICY_NAMES).optional(),
@@ -185,7 +259,10 @@ const pool = z.strictObject({
     .prefault({}),
   saturation: z
     .strictObject({
-      /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. */
+      /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the
+       *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats (256 when
+       *  unset: vLLM's default) or late for their first byte (routing/saturation.ts), never the mere count
+       *  in flight. */
       queue_depth: z.number().min(0).default(5),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
       kv_cache: z.number().min(0).max(1).default(0.8),
@@ -211,10 +288,13 @@ export const configSchema = z
     listen: listen.prefault({}),
     logging,
     debug_headers: z.boolean().default(false),
+    /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
+    trusted_proxies: z.array(cidr).default([]),
     admin: admin.prefault({}),
     auth,
     limits,
     tenants,
+    quota,
     models: z.array(modelRoute).min(1, 'at least one model must be listed'),
     pools: z.record(z.string().min(1), pool),
   })
@@ -222,10 +302,27 @@ export const configSchema = z
   // the value may then hold unparsed parts, hence the defensive reads.
   .superRefine(crossChecks, { when: () => true });
 
+type RawPool = { endpoints?: unknown; discovery?: unknown; api_key?: unknown; api_key_file?: unknown; api_key_env?: unknown; forward_client_auth?: unknown };
 type RawModel = { name?: unknown; pool?: unknown; targets?: unknown; sticky?: unknown };
 
 function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
-  const c = (cfg ?? {}) as { auth?: { mode?: unknown; allow_unauthenticated?: unknown }; models?: unknown; pools?: unknown };
+  const c = (cfg ?? {}) as {
+    auth?: { mode?: unknown; allow_unauthenticated?: unknown; jwt?: unknown };
+    quota?: { backend?: unknown; redis?: { url?: unknown; timeout?: unknown; lease_ttl?: unknown } };
+    models?: unknown;
+    pools?: unknown;
+  };
+  if (c.quota?.backend === 'redis' && c.quota.redis?.url === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'url'], message: 'quota.backend "redis" needs quota.redis.url (e.g. redis://127.0.0.1:6379)' });
+  }
+  const leaseTtl = c.quota?.redis?.lease_ttl;
+  if (typeof leaseTtl === 'number' && leaseTtl < 3000) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'lease_ttl'], message: 'quota.redis.lease_ttl must be at least 3s (leases are renewed every third of it)' });
+  }
+  const timeout = c.quota?.redis?.timeout;
+  if (typeof timeout === 'number' && (timeout < 1 || timeout > 10_000)) {
+    ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'timeout'], message: 'quota.redis.timeout must be between 1ms and 10s' });
+  }
   if (c.auth?.mode === 'none' && c.auth.allow_unauthenticated !== true) {
     ctx.addIssue({
       code: 'custom',
@@ -233,14 +330,8 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
       message: 'auth.mode "none" needs allow_unauthenticated: true (anyone who reaches the port can use every model)',
     });
   }
-  if (c.auth?.mode === 'jwt') {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['auth', 'mode'],
-      message: 'auth.mode "jwt" is not available in this version yet; use mode: none with allow_unauthenticated: true',
-    });
-  }
-  const pools = c.pools !== null && typeof c.pools === 'object' ? (c.pools as Record<string, { endpoints?: unknown; discovery?: unknown }>) : {};
+  if (c.auth?.mode === 'jwt') jwtChecks(c.auth.jwt, ctx);
+  const pools = c.pools !== null && typeof c.pools === 'object' ? (c.pools as Record<string, RawPool>) : {};
   const models: RawModel[] = Array.isArray(c.models) ? (c.models as RawModel[]) : [];
   const names = new Map<string, number>();
   models.forEach((m, i) => {
@@ -279,6 +370,60 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
     if ((eps === undefined || (Array.isArray(eps) && eps.length === 0)) && !p?.discovery) {
       ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
     }
+    if (p?.api_key !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pools', name, 'api_key'],
+        message: 'a key is not written in the config file: put it in a file (api_key_file) or an environment variable (api_key_env)',
+      });
+    }
+    if (p?.api_key_file !== undefined && p?.api_key_env !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['pools', name, 'api_key_env'], message: 'give api_key_file or api_key_env, not both' });
+    }
+    if (p?.forward_client_auth === true && (p.api_key_file !== undefined || p.api_key_env !== undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pools', name, 'forward_client_auth'],
+        message: 'forward_client_auth sends the client\'s Authorization upstream; it cannot be combined with the pool\'s own key',
+      });
+    }
+  }
+}
+
+const KEY_SOURCES = ['jwks_file', 'jwks_url', 'public_key_file', 'public_key_env', 'secret_file', 'secret_env'] as const;
+
+/** mode: jwt: one key source; HMAC algorithms only with a secret and the others only without one. */
+function jwtChecks(raw: unknown, ctx: z.RefinementCtx): void {
+  if (raw === null || typeof raw !== 'object') {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt'], message: 'auth.mode "jwt" needs an auth.jwt section (keys, issuer, audience, algorithms)' });
+    return;
+  }
+  const j = raw as Record<string, unknown>;
+  for (const inline of ['secret', 'public_key'] as const) {
+    if (j[inline] !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auth', 'jwt', inline],
+        message: `a key is not written in the config file: use ${inline}_file or ${inline}_env`,
+      });
+    }
+  }
+  const given = KEY_SOURCES.filter((k) => j[k] !== undefined);
+  if (given.length !== 1) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['auth', 'jwt'],
+      message: `give exactly one key source of ${KEY_SOURCES.join(', ')}${given.length ? ` (got ${given.join(', ')})` : ''}`,
+    });
+  }
+  const algs = Array.isArray(j.algorithms) ? (j.algorithms as unknown[]).filter((a): a is string => typeof a === 'string') : [];
+  const hmac = algs.filter((a) => a.startsWith('HS'));
+  const secret = given.length === 1 && given[0].startsWith('secret_');
+  if (secret && hmac.length !== algs.length) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'algorithms'], message: 'a shared secret verifies HS256/HS384/HS512 only' });
+  } else if (!secret && given.length === 1 && hmac.length > 0) {
+    // a public key used as an HMAC secret is the classic key-confusion attack: never allowed
+    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'algorithms'], message: `${hmac.join(', ')} need secret_file or secret_env; public keys verify the others` });
   }
 }
 
@@ -289,3 +434,5 @@ export type PoolConfig = Config['pools'][string];
 export function configJsonSchema(): unknown {
   return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' });
 }
+export type TenantsConfig = Config['tenants'];
+export type QuotaConfig = Config['quota'];

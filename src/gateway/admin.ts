@@ -1,29 +1,55 @@
-/** The admin listener's routes: health, readiness, the router's state, and the Prometheus metrics. */
+/**
+ * The admin listener's routes: the status page (`/`), health, readiness, the router's state, the last
+ * routing decisions, and the Prometheus metrics. It stays up while the gateway drains, until the process
+ * exits (/readyz then answers 503 `draining`).
+ */
+import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { Router } from '../routing/index.js';
 import { errors } from '../openai/errors.js';
 import { errorAnswer, jsonAnswer } from './answers.js';
 import type { Answer } from './client.js';
+import { decisionJson } from './decisions.js';
+import { STATUS_PAGE } from './status-page/page.js';
+import { gatewayState, type StateSource } from './status-page/state.js';
 import type { Front } from './uws-front.js';
 
 /** What the admin routes read of the running gateway. */
-export interface AdminView {
+export interface AdminView extends StateSource {
+  readonly config: Config;
   readonly router: Router;
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
-  readonly draining: boolean;
 }
 
+/** /debug/decisions without `n` */
+const DEFAULT_DECISIONS = 50;
+
 export function adminRoutes(front: Front, gw: AdminView): void {
+  front.get('/', () => ({ status: '200 OK', contentType: 'text/html; charset=utf-8', body: STATUS_PAGE }));
   front.get('/healthz', () => jsonAnswer('200 OK', '{"status":"ok"}'));
   front.get('/readyz', () => {
-    const empty = gw.router.pools().filter((p) => gw.router.endpoints(p).length === 0);
-    if (gw.draining) return jsonAnswer('503 Service Unavailable', '{"status":"draining"}');
-    if (empty.length > 0) return jsonAnswer('503 Service Unavailable', JSON.stringify({ status: 'not ready', pools_without_endpoints: empty }));
-    return jsonAnswer('200 OK', '{"status":"ready"}');
+    if (gw.draining) return jsonAnswer('503 Service Unavailable', JSON.stringify({ status: 'draining', in_flight: gw.inFlight }));
+    const r = gw.readiness(Date.now());
+    if (r.ready) return jsonAnswer('200 OK', JSON.stringify({ status: 'ready', ready_when: r.ready_when }));
+    const missing = r.models.filter((m) => !m.ready).map((m) => ({ model: m.model, missing: m.missing }));
+    return jsonAnswer('503 Service Unavailable', JSON.stringify({ status: 'not ready', ready_when: r.ready_when, models_not_ready: missing }));
   });
   front.get('/debug/pools', (head) => jsonAnswer('200 OK', head ? '' : JSON.stringify(gw.router.debugPools(Date.now()), null, 2)));
+  front.get('/debug/state', (head) => jsonAnswer('200 OK', head ? '' : JSON.stringify(gatewayState(gw, Date.now()))));
+  front.get('/debug/decisions', (head, query) => {
+    const ring = gw.decisions;
+    const max = ring?.capacity ?? 0;
+    const raw = new URLSearchParams(query).get('n');
+    const n = raw === null ? Math.min(DEFAULT_DECISIONS, max) : /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
+    if (!(n >= 0 && n <= max)) {
+      return errorAnswer(errors.invalidField('n', `n must be a whole number from 0 to ${max} (admin.decisions).`));
+    }
+    if (head) return jsonAnswer('200 OK', '');
+    const list = ring?.last(n) ?? [];
+    return jsonAnswer('200 OK', JSON.stringify({ capacity: max, count: list.length, decisions: list.map(decisionJson) }, null, 1));
+  });
   const contentType = gw.metrics.registry.contentType;
   front.get('/metrics', (head): Answer | Promise<Answer> => {
     if (head) return { status: '200 OK', contentType };

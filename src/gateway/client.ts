@@ -25,6 +25,8 @@ export interface ClientRequest {
   query: string;
   /** name, value, name, value… in arrival order; names are lower-case */
   headers: string[];
+  /** the peer's address (IPv4 dotted, IPv6 compressed; '' when unknown) */
+  peer: string;
 }
 
 /**
@@ -75,6 +77,8 @@ export interface Answer {
   status: string;
   contentType?: string;
   retryAfterS?: number;
+  /** a 401's challenge */
+  wwwAuthenticate?: string;
   /** left out in answer to HEAD */
   body?: string;
 }

@@ -3,8 +3,10 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { Router } from '../routing/index.js';
+import type { DecisionRing } from './decisions.js';
 import type { Upstreams } from './upstreams.js';
 import type { ClientSide } from './client.js';
+import type { Admission } from './admission.js';
 
 export interface GatewayContext {
   config: Config;
@@ -14,7 +16,17 @@ export interface GatewayContext {
   logger: Logger;
   /** Lower-cased header names that pin a session to one alias target (`models[].sticky.header`). */
   stickyHeaders: ReadonlySet<string>;
+  /** authentication, the token's models, and the checks before a request is sent */
+  admission: Admission;
+  /** pool → the key sent upstream as `Authorization: Bearer` (api_key_file / api_key_env) */
+  poolKeys: ReadonlyMap<string, string>;
+  /** whether a peer address is in trusted_proxies (its X-Forwarded-* are believed) */
+  isTrustedProxy(peer: string): boolean;
+  /** the client listener's scheme, for X-Forwarded-Proto */
+  scheme: 'http' | 'https';
   draining: boolean;
+  /** the last routing decisions (admin.decisions > 0), fed by every pick */
+  readonly decisions: DecisionRing | null;
   inFlight: number;
   /** an exchange is over (its client's connection no longer counts) */
   onExchangeDone(ex: { readonly client: ClientSide }): void;

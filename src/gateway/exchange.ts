@@ -1,6 +1,7 @@
 /**
- * One client request through the gateway, as its coordinator: the head checked, the body checked once,
- * model → pool, a pick per try, the undici dispatch (upstream.ts), retries on another endpoint while
+ * One client request through the gateway, as its coordinator: the head checked, the token verified while
+ * the body arrives (admission.ts), the body checked once, model → pool, the token's models and the other
+ * admission checks, a pick per try, the undici dispatch (upstream.ts), retries on another endpoint while
  * nothing has reached the client, the answer relayed (relay.ts), timeouts, client aborts, and the
  * metrics and access-log line at the end (record.ts).
  *
@@ -23,16 +24,28 @@ import type { GatewayContext } from './context.js';
 import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
 import { Relay, type RelayOwner } from './relay.js';
-import { addUpstreamHeaders, checkBody, headRefusal, readRequest, withModel } from './request-checks.js';
+import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readRequest, withModel } from './request-checks.js';
+import { isApiError, type AuthResult } from '../auth/authenticator.js';
+import type { Identity } from '../auth/claims.js';
+import type { Verdict } from './admission.js';
 import { dispatchTry, isTimeout, retryableStatus, type UpstreamListener } from './upstream.js';
 
-type Phase = 'body' | 'upstream' | 'streaming' | 'done';
+/** body: reading it; admission: body checked, waiting for the token's verification or a check */
+type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
 
 export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord {
   readonly started = performance.now();
   readonly requestId: string;
   private readonly fwdHeaders: Record<string, string>;
   private readonly stickyValue: string | undefined;
+  /** the client's Authorization header (forwarded only to a pool with forward_client_auth) */
+  private readonly clientAuthorization: string | undefined;
+  /** who sent the request, once the token is verified (ANONYMOUS with auth off) */
+  identity: Identity | undefined;
+
+  get tenant(): string {
+    return this.identity?.tenant ?? '';
+  }
   private phase: Phase = 'body';
   private clientGone = false;
 
@@ -79,10 +92,70 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.requestId = facts.requestId;
     this.stickyValue = facts.stickyValue;
     this.fwdHeaders = facts.forwarded;
+    this.clientAuthorization = facts.authorization;
     ctx.inFlight++;
     const refusal = headRefusal(facts, ctx.config.limits, ctx.draining);
     if (refusal?.cut) this.cut(refusal.error);
     else if (refusal) this.reject(refusal.error, refusal.closeConnection);
+    else {
+      addForwardedFor(this.fwdHeaders, req.peer, ctx.isTrustedProxy(req.peer), ctx.scheme);
+      // verification starts now, while the body arrives; nothing is forwarded before it is done
+      const auth = ctx.admission.authenticate(facts.authorization);
+      if (auth instanceof Promise) auth.then(this.onAuthenticated, (err: unknown) => this.onInternalError(err));
+      else this.authenticated(auth);
+    }
+  }
+
+  // ---------------------------------------------------------------- admission (admission.ts)
+
+  private readonly onAuthenticated = (result: AuthResult): void => {
+    try {
+      this.authenticated(result);
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  };
+
+  private authenticated(result: AuthResult): void {
+    if (this.phase === 'done' || this.clientGone) return; // the client left meanwhile: nothing to undo
+    if (isApiError(result)) {
+      this.reject(result); // a 401 before the body is read (or while it arrives): it is dropped
+      return;
+    }
+    this.identity = result;
+    if (this.phase === 'admission') this.admit();
+  }
+
+  /** The body is checked and the token verified: the token's models, then the other checks. */
+  private admit(): void {
+    const verdict = this.ctx.admission.admit({
+      identity: this.identity!,
+      model: this.modelLabel,
+      target: this.forwardModel,
+      pool: this.pool,
+      promptTokens: this.promptTokens,
+    });
+    if (verdict instanceof Promise) verdict.then(this.onAdmitted, (err: unknown) => this.onInternalError(err));
+    else this.admitted(verdict);
+  }
+
+  private readonly onAdmitted = (verdict: Verdict): void => {
+    try {
+      if (this.phase === 'admission' && !this.clientGone) this.admitted(verdict);
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  };
+
+  private admitted(verdict: Verdict): void {
+    if (verdict) {
+      this.reject(verdict);
+      return;
+    }
+    const forwardAuth = this.poolCfg.forward_client_auth ? this.clientAuthorization : undefined;
+    addUpstreamHeaders(this.fwdHeaders, this.ctx.poolKeys.get(this.pool), forwardAuth);
+    this.phase = 'upstream';
+    this.tryNext();
   }
 
   // ---------------------------------------------------------------- request body (ClientHandler)
@@ -126,7 +199,6 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.streamRequested = body.stream === true;
     ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(body, this.poolCfg.prefix.max_blocks * this.poolCfg.prefix.block_chars));
     this.promptTokens = tokensOfChars(this.promptChars);
-    addUpstreamHeaders(this.fwdHeaders, this.poolCfg.api_key);
     this.timer = setTimeout(() => {
       try {
         this.onRequestTimeout();
@@ -134,8 +206,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
         this.onInternalError(err);
       }
     }, this.ctx.config.limits.request_timeout);
-    this.phase = 'upstream';
-    this.tryNext();
+    this.phase = 'admission';
+    if (this.identity) this.admit(); // else the verification, when it ends, admits
   }
 
   // ---------------------------------------------------------------- tries
@@ -208,7 +280,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       }
     }
     this.phase = 'streaming';
-    this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout);
+    this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout, this.ctx.config.debug_headers);
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -236,6 +308,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       // error counted)
       this.endAttempt('aborted');
       this.onInternalError(err);
+      return;
+    }
+    if ((err as { code?: string }).code === 'INFERGATE_SHUTTING_DOWN') {
+      // the gateway's own shutdown cut this request (Upstreams.close): not the model server's failure
+      this.endAttempt('aborted');
+      this.ctx.logger.warn({ req_id: this.requestId, pool: this.pool, endpoint: this.endpoint, code: 'shutting_down' }, 'request cut by shutdown');
+      this.breakStream(errors.shuttingDown());
       return;
     }
     const timeout = isTimeout(err);
@@ -380,6 +459,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       client.writeHeader('content-type', 'application/json');
       client.writeHeader('x-request-id', this.requestId);
       if (e.retryAfterS !== undefined) client.writeHeader('retry-after', String(e.retryAfterS));
+      if (e.wwwAuthenticate !== undefined) client.writeHeader('www-authenticate', e.wwwAuthenticate);
       if (this.ctx.config.debug_headers && endpoint && e.status >= 500) client.writeHeader('x-infergate-endpoint', endpoint);
       client.end(body, closeConnection || this.ctx.draining); // nothing was written before: see Relay.end
     });

@@ -1,7 +1,8 @@
 /**
  * The exchange's one question to the router, "which endpoint for this try?": timed into the pick-time
  * histogram, explained in the debug log, and on the first try asked of the pool's shadow policy too
- * (without dispatching or learning) to count agreement.
+ * (without dispatching or learning) to count agreement. While `admin.decisions` > 0 every pick is explained
+ * (a few µs) into the gateway's ring of decisions and the prefix-match histogram.
  */
 import type { PoolConfig } from '../config/schema.js';
 import type { PickOptions, PickResult } from '../routing/index.js';
@@ -21,22 +22,45 @@ export interface PickTarget {
   readonly promptText: string;
   readonly promptChars: number;
   readonly promptTokens: number;
+  /** tries sent so far (0 while picking the first) */
+  readonly attempts: number;
 }
 
 /** One decision for `target`, never `exclude`d endpoints; `firstTry` also asks the shadow policy. */
 export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<string> | undefined, firstTry: boolean): PickResult {
   const { pool, poolCfg } = target;
+  const debug = ctx.logger.isLevelEnabled('debug');
+  const ring = ctx.decisions;
   const t0 = performance.now();
   const pick: PickResult = ctx.router.pick(
     pool,
     { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens, exclude },
     Date.now(),
-    ctx.logger.isLevelEnabled('debug') ? PICK_EXPLAIN : PICK,
+    debug || ring !== null ? PICK_EXPLAIN : PICK,
   );
   ctx.metrics.pickObserved(pool, poolCfg.policy, (performance.now() - t0) / 1000);
   if (pick.kind !== 'unavailable' && pick.explain) {
-    const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };
-    ctx.logger.debug({ req_id: target.requestId, pool, ...decision, explain: pick.explain }, 'pick');
+    if (debug) {
+      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };
+      ctx.logger.debug({ req_id: target.requestId, pool, ...decision, explain: pick.explain }, 'pick');
+    }
+    if (pick.kind === 'ok') {
+      const total = pick.explain.totalBlocks;
+      const won = pick.explain.candidates.find((c) => c.endpoint === pick.endpoint);
+      if (total > 0 && won) ctx.metrics.prefixMatchObserved(pool, won.matchedBlocks / total);
+    }
+  }
+  if (ring !== null) {
+    ring.push({
+      at: Date.now(),
+      req_id: target.requestId,
+      pool,
+      model: target.forwardModel,
+      outcome: pick.kind,
+      endpoint: pick.kind === 'ok' ? pick.endpoint : undefined,
+      attempt: target.attempts + 1,
+      explain: pick.kind === 'unavailable' ? undefined : pick.explain,
+    });
   }
   const shadow = poolCfg.shadow_policy;
   if (shadow && pick.kind === 'ok' && firstTry) {

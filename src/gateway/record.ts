@@ -9,6 +9,8 @@ export interface ExchangeRecord {
   readonly pool: string;
   readonly endpoint: string;
   readonly attempts: number;
+  /** the token's tenant ('' with auth off or before verification) */
+  readonly tenant: string;
   readonly promptTokens: number;
   /** performance.now() at the start and at the first response byte (0: none) */
   readonly started: number;
@@ -20,10 +22,11 @@ export interface ExchangeRecord {
 export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: number): void {
   const seconds = (performance.now() - ex.started) / 1000;
   ctx.metrics.requestDone(ex.pool ? ex.modelLabel : '', ex.pool, status, seconds);
+  if (ex.endpoint) ctx.metrics.endpointDone(ex.pool, ex.endpoint, status, ex.firstByteAt ? (ex.firstByteAt - ex.started) / 1000 : null);
   if (ctx.config.logging.access_log && ctx.logger.isLevelEnabled('info')) {
     ctx.logger.info(
       {
-        req_id: ex.requestId, model: ex.modelLabel || undefined, pool: ex.pool || undefined,
+        req_id: ex.requestId, tenant: ex.tenant || undefined, model: ex.modelLabel || undefined, pool: ex.pool || undefined,
         endpoint: ex.endpoint || undefined, status, attempts: ex.attempts,
         prompt_tokens_est: ex.promptTokens || undefined,
         ttft_ms: ex.firstByteAt ? Math.round((ex.firstByteAt - ex.started) * 10) / 10 : undefined,

@@ -15,6 +15,9 @@ const DROP_RESPONSE_HEADERS = new Set([
   'upgrade', 'content-length', 'date', 'x-request-id', 'uwebsockets',
 ]);
 
+/** Response headers that tell which server answered: passed back only with debug_headers. */
+const DEBUG_RESPONSE_HEADERS = new Set(['x-mock-endpoint', 'server']);
+
 /**
  * Non-streamed answers up to this size are gathered and sent with a Content-Length in one write: the client
  * gets the whole JSON or, if the model server dies before its end, a clean 502, never half a body. A larger
@@ -23,11 +26,11 @@ const DROP_RESPONSE_HEADERS = new Set([
 export const BUFFER_LIMIT = 1 << 20;
 
 /** The model server's response headers as they are passed on (repeated ones as several lines). */
-export function relayedHeaders(headers: Record<string, string | string[] | undefined>): Array<[string, string | Buffer]> {
+export function relayedHeaders(headers: Record<string, string | string[] | undefined>, debug = false): Array<[string, string | Buffer]> {
   const list: Array<[string, string | Buffer]> = [];
   for (const key in headers) {
     const v = headers[key];
-    if (v === undefined || DROP_RESPONSE_HEADERS.has(key)) continue;
+    if (v === undefined || DROP_RESPONSE_HEADERS.has(key) || (!debug && DEBUG_RESPONSE_HEADERS.has(key))) continue;
     if (Array.isArray(v)) for (const one of v) list.push([key, asSent(one)]);
     else list.push([key, asSent(v)]);
   }
@@ -110,10 +113,12 @@ export class Relay {
     streamRequested: boolean,
     /** limits.client_stall_timeout: how long the client may stay behind (Infinity: only uWS's bound) */
     private readonly stallTimeoutMs = Infinity,
+    /** debug_headers: the model server's own identifying headers pass too */
+    debugHeaders = false,
   ) {
     const contentType = upstreamHeaders['content-type'];
     const contentLength = upstreamHeaders['content-length'];
-    this.headers = relayedHeaders(upstreamHeaders);
+    this.headers = relayedHeaders(upstreamHeaders, debugHeaders);
     this.sse = contentType !== undefined && String(contentType).startsWith('text/event-stream');
     this.buffered = gathers(this.sse, contentLength === undefined ? -1 : Number(contentLength), streamRequested) ? [] : null;
   }

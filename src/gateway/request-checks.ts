@@ -29,6 +29,8 @@ const MAX_REQUEST_ID = 200;
 export interface RequestFacts {
   /** the client's x-request-id, or a new one */
   requestId: string;
+  /** the client's Authorization header (several joined with ", "), never forwarded as is */
+  authorization: string | undefined;
   /** the value of a `models[].sticky.header`, if the client sent one */
   stickyValue: string | undefined;
   /** the headers for the model server (x-request-id included) */
@@ -51,6 +53,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   const forwarded: Record<string, string> = {};
   let requestId = '';
   let stickyValue: string | undefined;
+  let authorization: string | undefined;
   let headerBytes = req.method.length + req.url.length + req.query.length + 12;
   let connection = '';
   let encoding = '';
@@ -65,6 +68,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
     if (badHeader === undefined && (BAD_VALUE.test(value) || !TOKEN.test(key))) badHeader = key;
     if (key === 'connection') connection = value;
     else if (key === 'x-request-id') requestId = value;
+    else if (key === 'authorization') authorization = authorization === undefined ? value : `${authorization}, ${value}`;
     else if (key === 'content-encoding') encoding = encoding === '' ? value : `${encoding}, ${value}`;
     else if (key === 'content-length') {
       if (contentLength === undefined) contentLength = value;
@@ -87,6 +91,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   forwarded['x-request-id'] = requestId;
   return {
     requestId,
+    authorization,
     stickyValue,
     forwarded,
     declaredLength: contentLength === undefined || contentLength === '' ? -1 : Number(contentLength),
@@ -191,8 +196,29 @@ export function withModel(raw: Buffer, valid: ValidBody, model: string): Buffer 
   return Buffer.concat([raw.subarray(0, valid.modelStart), Buffer.from(JSON.stringify(model)), raw.subarray(valid.modelEnd)]);
 }
 
-/** Completes the forwarded headers once the pool is known: a JSON content type if none, the pool's key. */
-export function addUpstreamHeaders(forwarded: Record<string, string>, apiKey: string | undefined): void {
+/**
+ * Completes the forwarded headers once the pool is known: a JSON content type if none, and as
+ * Authorization either the client's own (`clientAuthorization`: the pool has forward_client_auth) or
+ * the pool's key, or nothing.
+ */
+export function addUpstreamHeaders(forwarded: Record<string, string>, apiKey: string | undefined, clientAuthorization?: string): void {
   if (!('content-type' in forwarded)) forwarded['content-type'] = 'application/json';
-  if (apiKey) forwarded.authorization = `Bearer ${apiKey}`;
+  if (clientAuthorization !== undefined) forwarded.authorization = clientAuthorization;
+  else if (apiKey) forwarded.authorization = `Bearer ${apiKey}`;
+}
+
+/** Headers that say who the client is, believed only from a trusted proxy. */
+const CLIENT_HINTS = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip', 'forwarded'];
+
+/**
+ * X-Forwarded-For and X-Forwarded-Proto for the model server. From a peer in `trusted_proxies` the
+ * client's values are kept and the peer is appended to the chain; from any other peer whatever it sent
+ * about the client (X-Forwarded-*, X-Real-IP, Forwarded) is dropped and the chain starts at the peer.
+ * `peer` '' (unknown) adds no address.
+ */
+export function addForwardedFor(forwarded: Record<string, string>, peer: string, trusted: boolean, scheme: 'http' | 'https'): void {
+  if (!trusted) for (const h of CLIENT_HINTS) delete forwarded[h];
+  const chain = forwarded['x-forwarded-for'];
+  if (peer) forwarded['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer;
+  if (!forwarded['x-forwarded-proto']) forwarded['x-forwarded-proto'] = scheme;
 }

@@ -7,17 +7,23 @@ import type { Config } from '../config/schema.js';
 import { routerConfig, scraperConfig } from '../config/routing.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
-import { Router } from '../routing/index.js';
+import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
 import { errors } from '../openai/errors.js';
 import { adminRoutes } from './admin.js';
+import { DecisionRing } from './decisions.js';
+import { readiness, type Readiness } from './readiness.js';
 import { errorAnswer, jsonAnswer } from './answers.js';
 import type { Answer, ClientSide } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
-import { Upstreams } from './upstreams.js';
+import { ShuttingDown, Upstreams } from './upstreams.js';
+import { Admission } from './admission.js';
+import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
+import { readSecret } from '../config/secrets.js';
+import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
 
 export interface GatewayAddresses {
@@ -32,6 +38,14 @@ export class Gateway implements GatewayContext {
   readonly upstreams: Upstreams;
   readonly metrics: GatewayMetrics;
   readonly stickyHeaders: ReadonlySet<string>;
+  readonly decisions: DecisionRing | null;
+  /** Date.now() when the process began (the status page's uptime) */
+  readonly startedAt = Date.now();
+  readonly isTrustedProxy: (peer: string) => boolean;
+  readonly scheme: 'http' | 'https';
+  /** made by start(): the keys are read (and a jwks_url fetched) there */
+  admission: Admission = new Admission(undefined);
+  poolKeys: ReadonlyMap<string, string> = new Map();
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -48,10 +62,18 @@ export class Gateway implements GatewayContext {
     this.router = new Router(routerConfig(config));
     this.upstreams = new Upstreams(config.limits);
     this.metrics = new GatewayMetrics({
-      endpointStates: () => this.endpointStates(),
+      pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
       openConnections: () => this.front?.openConnections ?? 0,
+      readiness: () => {
+        const r = this.readiness(Date.now());
+        return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining
+      },
+      authDisabled: config.auth.mode === 'none',
     });
+    this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
+    this.isTrustedProxy = addressMatcher(config.trusted_proxies);
+    this.scheme = config.listen.tls ? 'https' : 'http';
     this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
   }
 
@@ -61,7 +83,20 @@ export class Gateway implements GatewayContext {
   }
 
   async start(): Promise<GatewayAddresses> {
-    const { listen, admin, limits } = this.config;
+    const { listen, admin, limits, auth } = this.config;
+    // keys first: a missing key file or variable stops the start before anything listens
+    const keys = new Map<string, string>();
+    for (const [name, pool] of Object.entries(this.config.pools)) {
+      const key = readSecret({ file: pool.api_key_file, env: pool.api_key_env }, `pools.${name}.api_key`);
+      if (key !== undefined) keys.set(name, key);
+    }
+    this.poolKeys = keys;
+    if (auth.mode === 'jwt') {
+      const log = this.logger;
+      this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
+    } else {
+      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
+    }
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
@@ -93,13 +128,11 @@ export class Gateway implements GatewayContext {
     this.discovery = new Discovery(this.config, this.router, this.logger, () => {
       const all = new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
       this.upstreams.retain(all);
+      this.metrics.retainEndpoints(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config), this.logger);
+    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
     this.scraper.start();
-    if (this.config.auth.mode === 'none') {
-      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
-    }
     const scheme = listen.tls ? 'https' : 'http';
     return {
       url: `${scheme}://${hostForUrl(listen.host)}:${port}`,
@@ -134,10 +167,19 @@ export class Gateway implements GatewayContext {
     const maxBody = this.config.limits.max_body_bytes;
     front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this, client, req, 'chat'));
     front.post('/v1/completions', maxBody, (client, req) => new Exchange(this, client, req, 'completions'));
-    front.get('/v1/models', () => {
+    // the models the caller's token allows (all of them with auth off); 401 without a valid token
+    const listModels = (auth: AuthResult): Answer => {
+      if (isApiError(auth)) {
+        if (auth.rejectReason) this.metrics.rejected.inc({ reason: auth.rejectReason, pool: '' });
+        return errorAnswer(auth);
+      }
       const created = Math.floor(Date.now() / 1000);
-      const data = this.router.models().map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
+      const data = this.router.models().filter((id) => auth.models.allows(id)).map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
       return jsonAnswer('200 OK', JSON.stringify({ object: 'list', data }));
+    };
+    front.get('/v1/models', (_head, _query, authorization) => {
+      const auth = this.admission.authenticate(authorization);
+      return auth instanceof Promise ? auth.then(listModels) : listModels(auth);
     });
     const known = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models']);
     front.fallback((method, url) =>
@@ -145,37 +187,64 @@ export class Gateway implements GatewayContext {
     );
   }
 
-  private endpointStates(): Array<[string, string, number, number]> {
-    const now = Date.now();
-    const out: Array<[string, string, number, number]> = [];
-    for (const name of this.router.pools()) {
-      for (const ep of this.router.pool(name)?.debug(now).endpoints ?? []) {
-        out.push([name, ep.endpoint, ep.in_flight, ep.age_ms === null ? NaN : ep.age_ms / 1000]);
-      }
-    }
+  /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */
+  poolViews(now: number): Map<string, DebugEndpoint[]> {
+    const out = new Map<string, DebugEndpoint[]>();
+    for (const name of this.router.pools()) out.set(name, this.router.pool(name)?.debug(now).endpoints ?? []);
     return out;
   }
 
-  /** Stop accepting, let in-flight requests finish (up to drain_timeout), then release everything. */
+  policyOf(pool: string): string {
+    return this.config.pools[pool]?.policy ?? '';
+  }
+
+  staleAfterMs(pool: string): number {
+    return this.config.pools[pool]?.metrics.stale_after ?? 0;
+  }
+
+  /** /readyz's judgement (readiness.ts); `views` when the caller has them already. */
+  readiness(now: number, views?: ReadonlyMap<string, readonly DebugEndpoint[]>): Readiness {
+    return readiness(this.router, this.config.models, this.config.admin.ready_when, now, views);
+  }
+
+  /**
+   * Stop accepting, let in-flight requests finish (up to drain_timeout), cut what is left with a
+   * `shutting_down` error (an SSE stream gets it as its last event), then release everything. The admin
+   * listener stays up until the end, its /readyz answering 503 `draining`.
+   */
   async stop(drainMs = this.config.limits.drain_timeout): Promise<void> {
     if (this.draining) return;
     this.draining = true;
     this.fdGuard?.stop();
     this.front?.close();
-    this.adminFront?.close();
     if (this.inFlight > 0) {
       this.logger.info({ in_flight: this.inFlight, drain_ms: drainMs }, 'draining in-flight requests');
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, drainMs);
-        this.drainWaiter = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await this.inFlightDone(drainMs);
+      if (this.inFlight > 0) this.logger.warn({ in_flight: this.inFlight }, 'drain timeout: cutting the requests left');
     }
     this.discovery?.stop();
+    this.admission.close();
     await this.scraper?.stop();
-    await this.upstreams.close();
+    await this.upstreams.close(new ShuttingDown());
+    // the cut requests answer (error event or 503) as undici reports the destroyed connections
+    if (this.inFlight > 0) await this.inFlightDone(1_000);
+    this.adminFront?.close();
+  }
+
+  /** Resolves when no request is in flight, or after `ms`. */
+  private inFlightDone(ms: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.drainWaiter = () => {
+        this.drainWaiter = undefined;
+        done();
+      };
+    });
   }
 }
 

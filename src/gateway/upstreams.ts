@@ -2,6 +2,14 @@
 import { Pool } from 'undici';
 import type { Config } from '../config/schema.js';
 
+/** The reason given to requests still in flight when the gateway closes its upstream connections. */
+export class ShuttingDown extends Error {
+  readonly code = 'INFERGATE_SHUTTING_DOWN';
+  constructor() {
+    super('the gateway is shutting down');
+  }
+}
+
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
 
@@ -35,9 +43,10 @@ export class Upstreams {
     }
   }
 
-  async close(): Promise<void> {
+  /** Destroys every connection; requests still in flight fail with `reason`. */
+  async close(reason?: Error): Promise<void> {
     const all = [...this.pools.values()];
     this.pools.clear();
-    await Promise.all(all.map((p) => p.destroy()));
+    await Promise.all(all.map((p) => (reason ? p.destroy(reason) : p.destroy())));
   }
 }

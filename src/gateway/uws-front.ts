@@ -13,6 +13,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, type Uws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
+import { normalizePeer } from '../common/ip.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
 import { checkTlsFiles } from './tls-files.js';
@@ -115,7 +116,7 @@ export class Front {
     const uploads = this.uploads;
     this.app.post(path, (res, req) => {
       if (this.limits !== undefined && !this.admit(res)) return;
-      const request = requestHead(req);
+      const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
       let collector: BodyCollector | undefined;
@@ -164,6 +165,14 @@ export class Front {
       this.uploadSweep ??= this.startUploadSweep();
       res.onData((ab, isLast) => {
         if (refused) return; // what still arrives is dropped as it comes
+        if (!handler!.wantsBody) {
+          // answered while the body was arriving (a token refused meanwhile): the rest is dropped too
+          refused = true;
+          uploads.delete(upload);
+          collector?.drop();
+          collector = undefined;
+          return;
+        }
         if (isLast) uploads.delete(upload);
         else {
           upload.sinceMark += ab.byteLength;
@@ -210,13 +219,14 @@ export class Front {
 
   /**
    * A GET route that answers HEAD too (load balancers and uptime checks use it): same status and
-   * headers, no body. `answer` is told which; an answer given as a promise (which must not reject) is
-   * sent when it settles, unless the client has gone.
+   * headers, no body. `answer` is told which, and the request's Authorization header (undefined when
+   * none); an answer given as a promise (which must not reject) is sent when it settles, unless the
+   * client has gone.
    */
-  get(path: string, answer: (head: boolean) => Answer | Promise<Answer>): void {
+  get(path: string, answer: GetAnswer): void {
     const route = (head: boolean) => (res: HttpResponse, req: HttpRequest) => {
       if (this.refusedBeforeRoute(res, req, head)) return;
-      this.respond(res, this.answerOf(answer, head), head);
+      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req)), head);
     };
     this.app.get(path, route(false));
     this.app.head(path, route(true));
@@ -355,9 +365,9 @@ export class Front {
   }
 
   /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
-  private answerOf(answer: (head: boolean) => Answer | Promise<Answer>, head: boolean): Answer | Promise<Answer> {
+  private answerOf(answer: GetAnswer, head: boolean, query: string, authorization: string | undefined): Answer | Promise<Answer> {
     try {
-      return answer(head);
+      return answer(head, query, authorization);
     } catch (err) {
       return this.onHandlerError(err);
     }
@@ -384,6 +394,14 @@ export class Front {
   }
 }
 
+/** A GET route's answer: told whether the request is a HEAD, its query string and its Authorization header. */
+export type GetAnswer = (head: boolean, query: string, authorization: string | undefined) => Answer | Promise<Answer>;
+
+function authorizationOf(req: HttpRequest): string | undefined {
+  const v = req.getHeader('authorization');
+  return v === '' ? undefined : v;
+}
+
 /** The target of collectHeader while one request's headers are read (a closure per request avoided). */
 let collecting: string[] = [];
 const NO_HEADERS: string[] = [];
@@ -404,18 +422,20 @@ function headBytes(req: HttpRequest): number {
   return headSize;
 }
 
-function requestHead(req: HttpRequest): ClientRequest {
+function requestHead(req: HttpRequest, res: HttpResponse): ClientRequest {
   const headers: string[] = [];
   collecting = headers;
   req.forEach(collectHeader);
   collecting = NO_HEADERS;
-  return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers };
+  const peer = normalizePeer(Buffer.from(res.getRemoteAddressAsText()).toString('latin1'));
+  return { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '', headers, peer };
 }
 
 function writeAnswer(res: HttpResponse, a: Answer, head: boolean, closeConnection = false): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
+  if (a.wwwAuthenticate !== undefined) res.writeHeader('www-authenticate', a.wwwAuthenticate);
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
   // (endWithoutBody with any argument never ends the response in 20.30, so a HEAD answer keeps its connection)
   if (head) res.endWithoutBody();

@@ -85,6 +85,11 @@ export class FastHistogram<L extends string = string> {
     for (const s of this.bySeries.values()) s.reset();
   }
 
+  /** Drops one label set's series (values in `labelNames` order); a HistogramSeries kept by a caller is orphaned. */
+  remove(...values: string[]): void {
+    this.bySeries.delete(values.join('\0'));
+  }
+
   /** prom-client's JSON shape (getMetricsAsJSON): each value's labels are `le` (buckets) and the series' labels. */
   async get(): Promise<{ name: string; help: string; type: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string; exemplar?: null }>; aggregator: string }> {
     const data = await this.getForPromString();

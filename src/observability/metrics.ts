@@ -7,15 +7,38 @@ import { FastHistogram, type HistogramSeries } from './histogram.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160];
 const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5];
+const RATIO_BUCKETS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1];
 const PICK_BUCKETS = [0.000001, 0.0000025, 0.000005, 0.00001, 0.00002, 0.00005, 0.0001, 0.00025, 0.001, 0.005];
 
+/** One endpoint as the gauges read it (the router's debug view has these fields and more). */
+export interface EndpointView {
+  endpoint: string;
+  signals: { waiting: number; running: number; kvUsage: number } | null;
+  age_ms: number | null;
+  stale: boolean;
+  in_flight: number;
+  waiting_estimate: number;
+  saturated: boolean;
+  eligible: boolean;
+  ejected_for_ms?: number;
+}
+
+export interface PoolView {
+  pool: string;
+  endpoints: readonly EndpointView[];
+}
+
 export interface EndpointGaugeSource {
-  /** [pool, endpoint, inFlight, metricsAgeSeconds (NaN when never scraped)] for each endpoint. */
-  endpointStates(): Array<[string, string, number, number]>;
+  /** Each pool and its endpoints, read when /metrics is scraped. */
+  pools(): PoolView[];
   /** bytes held by request bodies being received (all connections) */
   bufferedBodyBytes?(): number;
   /** client-port connections with a request in progress */
   openConnections?(): number;
+  /** /readyz's answer: the gateway ready, and each configured model ready */
+  readiness?(): { ready: boolean; models: ReadonlyArray<{ model: string; ready: boolean }> };
+  /** auth.mode none: infergate_auth_disabled is 1 */
+  authDisabled?: boolean;
 }
 
 export class GatewayMetrics {
@@ -31,6 +54,12 @@ export class GatewayMetrics {
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
+  /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
+  readonly quotaBackendUp: client.Gauge;
+  // per endpoint (a bounded set: endpoints come from the config or discovery; removed ones are dropped)
+  readonly endpointRequests: client.Counter<'pool' | 'endpoint' | 'code'>;
+  readonly endpointTtft: FastHistogram<'pool' | 'endpoint'>;
+  readonly prefixMatch: FastHistogram<'pool'>;
 
   /** Label children looked up once per label set: prom-client hashes the label object on every call otherwise. */
   private readonly children = new Map<string, unknown>();
@@ -62,13 +91,54 @@ export class GatewayMetrics {
     this.child(`h\0${pool}\0${policy}\0${outcome}`, () => this.shadowPicks.labels(pool, policy, outcome)).inc();
   }
 
+  /** The request's last endpoint: its answer's status and, when a first byte came, its time to it. */
+  endpointDone(pool: string, endpoint: string, code: number, ttftSeconds: number | null): void {
+    const c = this.child(`e\0${pool}\0${endpoint}\0${code}`, () => this.endpointRequests.labels(pool, endpoint, String(code)));
+    c.inc();
+    if (ttftSeconds !== null) this.child(`t\0${pool}\0${endpoint}`, () => this.endpointTtft.labels(pool, endpoint)).observe(ttftSeconds);
+  }
+
+  /** Share of the prompt's prefix blocks the chosen endpoint already held (0..1), per pick. */
+  prefixMatchObserved(pool: string, ratio: number): void {
+    this.child(`m\0${pool}`, () => this.prefixMatch.labels(pool)).observe(ratio);
+  }
+
+  /** Drops the per-endpoint series of endpoints no longer in any pool (discovery churn stays bounded). */
+  retainEndpoints(endpoints: ReadonlySet<string>): void {
+    for (const key of [...this.children.keys()]) {
+      const parts = key.split('\0');
+      if ((parts[0] !== 'e' && parts[0] !== 't') || endpoints.has(parts[2])) continue;
+      this.children.delete(key);
+      if (parts[0] === 'e') this.endpointRequests.remove(parts[1], parts[2], parts[3]);
+      else this.endpointTtft.remove(parts[1], parts[2]);
+    }
+  }
+
+  /** The source's pools, read once per scrape (every gauge below reads the same snapshot). */
+  private poolViews(): PoolView[] {
+    const now = Date.now();
+    if (this.viewsAt === undefined || now - this.viewsAt > 50) {
+      this.views = this.source.pools();
+      this.viewsAt = now;
+    }
+    return this.views;
+  }
+
+  private views: PoolView[] = [];
+  private viewsAt: number | undefined;
+
   pickObserved(pool: string, policy: string, seconds: number): void {
     this.child(`p\0${pool}\0${policy}`, () => this.pickDuration.labels(pool, policy)).observe(seconds);
   }
 
-  constructor(source: EndpointGaugeSource, opts: { processMetrics?: boolean } = {}) {
+  constructor(
+    private readonly source: EndpointGaugeSource,
+    opts: { processMetrics?: boolean } = {},
+  ) {
     const registers = [this.registry];
-    if (opts.processMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'infergate_' });
+    // Node's standard names (process_*, nodejs_*), so that the usual Node.js dashboards work as they are
+    if (opts.processMetrics !== false) client.collectDefaultMetrics({ register: this.registry });
+    const views = () => this.poolViews();
     this.requests = new client.Counter({
       name: 'infergate_requests_total', help: 'Requests answered, by model, pool and HTTP status code.',
       labelNames: ['model', 'pool', 'code'], registers,
@@ -114,14 +184,12 @@ export class GatewayMetrics {
       help: 'Decisions of a pool\'s shadow_policy next to the serving one: same or different endpoint (or saturated/unavailable).',
       labelNames: ['pool', 'policy', 'outcome'], registers,
     });
-    new client.Gauge({
-      name: 'infergate_endpoint_in_flight', help: 'Requests the gateway has in flight on each endpoint.',
-      labelNames: ['pool', 'endpoint'], registers,
-      collect() {
-        this.reset();
-        for (const [pool, endpoint, inFlight] of source.endpointStates()) this.set({ pool, endpoint }, inFlight);
-      },
+    this.quotaBackendUp = new client.Gauge({
+      name: 'infergate_quota_backend_up',
+      help: 'Whether the tenant quota store (quota.backend) answers: 1 yes, 0 no (quota.on_backend_error applies meanwhile).',
+      registers,
     });
+    this.quotaBackendUp.set(1);
     new client.Gauge({
       name: 'infergate_request_body_buffered_bytes',
       help: 'Bytes held by request bodies being received, all connections together (bounded by limits.max_buffered_body_bytes).',
@@ -130,6 +198,55 @@ export class GatewayMetrics {
         this.set(source.bufferedBodyBytes?.() ?? 0);
       },
     });
+    this.endpointRequests = new client.Counter({
+      name: 'infergate_endpoint_requests_total',
+      help: 'Requests answered, by the endpoint that served the last try, pool and HTTP status code.',
+      labelNames: ['pool', 'endpoint', 'code'], registers,
+    });
+    this.endpointTtft = new FastHistogram(
+      'infergate_endpoint_time_to_first_token_seconds',
+      'From request received to the first byte of the answer body, by the endpoint that served it.',
+      ['pool', 'endpoint'], LATENCY_BUCKETS, registers,
+    );
+    this.prefixMatch = new FastHistogram(
+      'infergate_prefix_match_ratio',
+      'Per pick: the share of the prompt\'s prefix blocks the chosen endpoint already held (recorded while admin.decisions > 0).',
+      ['pool'], RATIO_BUCKETS, registers,
+    );
+    endpointGauge('infergate_endpoint_in_flight', 'Requests the gateway has in flight on each endpoint.', (e) => e.in_flight);
+    endpointGauge('infergate_endpoint_metrics_age_seconds', 'Age of the last metrics scraped from each endpoint.', (e) =>
+      e.age_ms === null ? undefined : e.age_ms / 1000,
+    );
+    endpointGauge('infergate_endpoint_queue_waiting', 'Requests waiting on each endpoint, as it last reported (absent when never scraped).', (e) =>
+      e.signals?.waiting,
+    );
+    endpointGauge('infergate_endpoint_running', 'Requests running on each endpoint, as it last reported.', (e) => e.signals?.running);
+    endpointGauge('infergate_endpoint_kv_cache_usage_ratio', 'KV-cache use of each endpoint (0..1), as it last reported.', (e) =>
+      e.signals?.kvUsage,
+    );
+    endpointGauge('infergate_endpoint_stale', '1 when an endpoint\'s metrics are older than stale_after (or never came), else 0.', (e) =>
+      e.stale ? 1 : 0,
+    );
+    endpointGauge('infergate_endpoint_eligible', '1 when the picker may choose the endpoint (not ejected, not saturated), else 0.', (e) =>
+      e.eligible ? 1 : 0,
+    );
+    endpointGauge('infergate_endpoint_ejected', '1 while an endpoint is ejected after errors, else 0.', (e) => (e.ejected_for_ms ? 1 : 0));
+    poolGauge('infergate_pool_endpoints', 'Endpoints configured or discovered in each pool.', (p) => p.endpoints.length);
+    poolGauge('infergate_pool_eligible_endpoints', 'Endpoints of each pool the picker may choose now.', (p) =>
+      p.endpoints.filter((e) => e.eligible).length,
+    );
+    poolGauge('infergate_pool_queue_waiting', 'Requests waiting in each pool (sum of the endpoints\' estimates: reported plus sent since).', (p) =>
+      p.endpoints.reduce((a, e) => a + e.waiting_estimate, 0),
+    );
+    poolGauge('infergate_pool_in_flight', 'Requests the gateway has in flight on each pool.', (p) => p.endpoints.reduce((a, e) => a + e.in_flight, 0));
+    poolGauge('infergate_pool_saturated', '1 when every endpoint of the pool is saturated (new requests get 429), else 0.', (p) =>
+      p.endpoints.length > 0 && p.endpoints.every((e) => e.saturated) ? 1 : 0,
+    );
+    new client.Gauge({
+      name: 'infergate_auth_disabled',
+      help: '1 when auth.mode is none (every client may use every model), 0 when tokens are checked.',
+      registers,
+    }).set(source.authDisabled ? 1 : 0);
     new client.Gauge({
       name: 'infergate_open_connections',
       help: 'Client-port connections with a request in progress (bounded by limits.max_connections).',
@@ -139,14 +256,43 @@ export class GatewayMetrics {
       },
     });
     new client.Gauge({
-      name: 'infergate_endpoint_metrics_age_seconds', help: 'Age of the last metrics scraped from each endpoint.',
-      labelNames: ['pool', 'endpoint'], registers,
+      name: 'infergate_ready', help: '1 when /readyz answers 200 (see admin.ready_when), else 0.', registers,
       collect() {
-        this.reset();
-        for (const [pool, endpoint, , age] of source.endpointStates()) {
-          if (Number.isFinite(age)) this.set({ pool, endpoint }, age);
-        }
+        const r = source.readiness?.();
+        if (r) this.set(r.ready ? 1 : 0);
       },
     });
+    new client.Gauge({
+      name: 'infergate_model_ready', help: '1 when a configured model has an endpoint to serve it, else 0.',
+      labelNames: ['model'], registers,
+      collect() {
+        this.reset();
+        for (const m of source.readiness?.().models ?? []) this.set({ model: m.model }, m.ready ? 1 : 0);
+      },
+    });
+
+    function endpointGauge(name: string, help: string, value: (e: EndpointView) => number | undefined): void {
+      new client.Gauge({
+        name, help, labelNames: ['pool', 'endpoint'], registers,
+        collect() {
+          this.reset();
+          for (const p of views()) {
+            for (const e of p.endpoints) {
+              const v = value(e);
+              if (v !== undefined && Number.isFinite(v)) this.set({ pool: p.pool, endpoint: e.endpoint }, v);
+            }
+          }
+        },
+      });
+    }
+    function poolGauge(name: string, help: string, value: (p: PoolView) => number): void {
+      new client.Gauge({
+        name, help, labelNames: ['pool'], registers,
+        collect() {
+          this.reset();
+          for (const p of views()) this.set({ pool: p.pool }, value(p));
+        },
+      });
+    }
   }
 }

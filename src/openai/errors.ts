@@ -16,6 +16,9 @@ export const ERROR_CODES = {
   invalid_field: { status: 400, type: 'invalid_request_error' },
   invalid_header: { status: 400, type: 'invalid_request_error' },
   invalid_framing: { status: 400, type: 'invalid_request_error' },
+  missing_token: { status: 401, type: 'invalid_request_error' },
+  invalid_token: { status: 401, type: 'invalid_request_error' },
+  model_not_allowed: { status: 403, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
@@ -24,11 +27,13 @@ export const ERROR_CODES = {
   request_timeout: { status: 408, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   pool_saturated: { status: 429, type: 'rate_limit_error' },
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'server_error' },
   upstream_unavailable: { status: 502, type: 'server_error' },
   upstream_stream_broken: { status: 502, type: 'server_error' },
   no_endpoint: { status: 503, type: 'server_error' },
   request_buffers_full: { status: 503, type: 'server_error' },
+  quota_unavailable: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   too_many_connections: { status: 503, type: 'server_error' },
   upstream_timeout: { status: 504, type: 'server_error' },
@@ -46,6 +51,8 @@ export interface ApiError {
   param: string | null;
   /** Seconds, sent as Retry-After (always present on 429). */
   retryAfterS?: number;
+  /** Sent as WWW-Authenticate (401 answers, RFC 6750). */
+  wwwAuthenticate?: string;
   /** Label for infergate_rejected_total, when this error is a rejection rather than an upstream failure. */
   rejectReason?: 'saturated' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid' | 'too_many_connections' | 'client_timeout';
 }
@@ -75,6 +82,19 @@ export const errors = {
     }),
   invalidFraming: (why: string) =>
     make('invalid_framing', `The request's framing is ambiguous: ${why}.`, { rejectReason: 'invalid' }),
+  missingToken: () =>
+    make('missing_token', 'This endpoint needs a token: send "Authorization: Bearer <token>".', {
+      wwwAuthenticate: 'Bearer realm="infergate"',
+      rejectReason: 'unauthorized',
+    }),
+  /** `category` says what is wrong in a few words ("expired", "bad signature"); never the token itself. */
+  invalidToken: (category: string) =>
+    make('invalid_token', `The bearer token was refused: ${category}.`, {
+      wwwAuthenticate: `Bearer realm="infergate", error="invalid_token", error_description="${category.replace(/["\\]/g, '')}"`,
+      rejectReason: 'unauthorized',
+    }),
+  modelNotAllowed: (model: string) =>
+    make('model_not_allowed', `The token does not allow the model "${truncate(model, 200)}".`, { param: 'model', rejectReason: 'forbidden' }),
   modelNotFound: (model: string) =>
     make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
   routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),
@@ -100,6 +120,16 @@ export const errors = {
       retryAfterS: 1,
       rejectReason: 'overloaded',
     }),
+  /** A tenant over one of its limits (`what`: "requests per minute", "tokens per minute", "concurrent requests"). */
+  rateLimited: (tenant: string, what: string, limit: number, retryAfterS: number) =>
+    make(
+      'rate_limit_exceeded',
+      `Rate limit reached for tenant "${truncate(tenant, 100)}" on ${what} (limit ${limit}); retry after ${retryAfterS} s.`,
+      { retryAfterS, rejectReason: 'rate_limited' },
+    ),
+  /** The shared quota store did not answer and quota.on_backend_error is deny. */
+  quotaUnavailable: () =>
+    make('quota_unavailable', 'The quota service is unavailable; retry shortly.', { retryAfterS: 1, rejectReason: 'overloaded' }),
   noEndpoint: () => make('no_endpoint', 'No model server is available for this model right now.', { retryAfterS: 1 }),
   upstreamUnavailable: () =>
     make('upstream_unavailable', 'The model server could not be reached or failed before answering.'),

@@ -66,16 +66,16 @@ const s = (f: (r: RunFigures) => Summary, k: keyof Summary) => (r: RunFigures): 
 
 function columns(sloLabel: string | null): Column[] {
   const cols: Column[] = [
-    { head: 'done', group: 'requests', get: (r) => r.completed },
+    { head: 'done', group: 'requests', get: (r) => r.completed, show: (v) => num(v, 0) },
     { head: 'shed', group: 'requests', get: (r) => (r.requests ? r.rejected / r.requests : 0), better: 'low', show: (v) => pct(v ?? undefined) },
     { head: 'failed', group: 'requests', get: (r) => r.errors, better: 'low', show: (v) => num(v, 0) },
   ];
   if (sloLabel) {
     cols.push(
-      { head: 'goodput req/s', group: sloLabel, get: (r) => r.slo?.[0]?.goodput_rps, better: 'high' },
+      { head: 'goodput/s', group: sloLabel, get: (r) => r.slo?.[0]?.goodput_rps, better: 'high' },
       { head: 'attained', group: sloLabel, get: (r) => r.slo?.[0]?.attainment, better: 'high', show: (v) => pct(v ?? undefined) },
-      { head: 'p50', group: 'TTFT over offered, ms', get: (r) => r.ttft_offered_ms?.p50 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
-      { head: 'p99', group: 'TTFT over offered, ms', get: (r) => r.ttft_offered_ms?.p99 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
+      { head: 'p50', group: 'TTFT, offered, ms', get: (r) => r.ttft_offered_ms?.p50 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
+      { head: 'p99', group: 'TTFT, offered, ms', get: (r) => r.ttft_offered_ms?.p99 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
     );
   }
   cols.push(
@@ -87,7 +87,7 @@ function columns(sloLabel: string | null): Column[] {
     { head: 'p99', group: 'e2e ms', get: s((r) => r.e2e_ms, 'p99'), better: 'low', show: (v) => num(v, 0) },
     { head: 'req/s', group: 'throughput', get: (r) => r.throughput_rps, better: 'high' },
     { head: 'tok/s', group: 'throughput', get: (r) => r.output_tokens_per_s, better: 'high', show: (v) => num(v, 0) },
-    { head: 'hit rate', group: 'prefix cache', get: (r) => r.prefix_cache_hit_rate, better: 'high', show: (v) => pct(v ?? undefined) },
+    { head: 'hits', group: 'prefix cache', get: (r) => r.prefix_cache_hit_rate, better: 'high', show: (v) => pct(v ?? undefined) },
   );
   return cols;
 }
@@ -157,7 +157,8 @@ function figuresTable(inp: ReportInput, yard: Set<string>): string {
 <tr>${cols.map((c) => `<th>${e(c.head)}</th>`).join('')}</tr></thead>
 <tbody>${body.join('\n')}</tbody></table></div>
 <p class="note">Green: the best value of its column among the candidate policies; red: the worst. "TTFT (done)" counts
-completed requests only; "TTFT over offered" counts every request, a shed or failed one as never served.</p>`;
+completed requests only; "TTFT, offered" counts every request, a shed or failed one as never served ("shed": the
+percentile falls on one). Throughput is completions per second; goodput counts only those within the objective.</p>`;
 }
 
 function agreementTable(rows: Agreement[]): string {
@@ -221,8 +222,8 @@ h1{font-size:22px;margin:0 0 10px} h2{font-size:18px;margin:22px 0 6px} h3{font-
 .verdict.invalid{border-color:#b3261e;background:#fdecea}
 .warnbox{background:#fff4e0;border-left:6px solid #d98e04;padding:8px 12px}
 .wide{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;margin:8px 0 6px;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
+table{border-collapse:collapse;margin:8px 0 6px;font-size:12.5px}
+th,td{border:1px solid #ccc;padding:3px 5px;text-align:right;white-space:nowrap}
 thead th{background:#f3f3f3;text-align:center} tbody th{text-align:left}
 td.better{background:#dff1e4;color:#14532d;font-weight:600} td.worse{background:#fbe3e1;color:#7f1d1d}
 small.worse{color:#b3261e}

@@ -7,7 +7,7 @@
  */
 import type { EndpointState } from './endpoint-state.js';
 import type { PoolOptions } from './options.js';
-import { isSaturated } from './saturation.js';
+import { isSaturated, queued } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
 /**
@@ -23,6 +23,8 @@ export class CandidateTable {
   fresh = new Uint8Array(64);
   /** 1: the row is saturated (see saturation.ts) */
   saturated = new Uint8Array(64);
+  /** requests waiting on the evidence (saturation.ts `queued`): what the saturation test and Retry-After read */
+  queued = new Float64Array(64);
   /** running sequences, estimated */
   running = new Float64Array(64);
   /** KV-cache use 0..1; NaN when the signals are stale */
@@ -58,7 +60,7 @@ export class CandidateTable {
     return uncachedTokens(this.promptTokens, this.matched[i], this.blockChars, this.charsPerToken);
   }
 
-  /** Waiting requests on row i's endpoint, estimated. */
+  /** Waiting requests on row i's endpoint, estimated for scoring (the saturation test reads `queued`). */
   waitingAt(i: number): number {
     return waitingEstimate(this.st[i], this.fresh[i] === 1);
   }
@@ -70,6 +72,7 @@ export class CandidateTable {
     while (size < n) size *= 2;
     this.fresh = new Uint8Array(size);
     this.saturated = new Uint8Array(size);
+    this.queued = new Float64Array(size);
     this.running = new Float64Array(size);
     this.kv = new Float64Array(size);
     this.matched = new Float64Array(size);
@@ -104,7 +107,7 @@ export class CandidateTable {
     const rowSt = this.st;
     rowSt.length = n;
     // the columns, read once (every store below is to a local typed array, not through `this`)
-    const { fresh: freshCol, saturated: saturatedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, cost: costCol } = this;
+    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, cost: costCol } = this;
     this.promptTokens = promptTokens;
     this.charsPerToken = charsPerToken;
     this.blockChars = bc;
@@ -135,10 +138,12 @@ export class CandidateTable {
       if (occupied > st.capacity) waitMs = ((occupied - st.capacity) * (st.decodeMs > 0 ? st.decodeMs : t.decodeMs)) / st.capacity;
       if (adapter !== null) waitMs += adapterWaitMs(st, adapter, now, t);
       if (waitMs > 0) cost += waitMs * tokensPerMs(st, t);
-      const saturated = isSaturated(waiting, fresh, kv, qd, kvT);
+      const q = queued(st, fresh, now, t);
+      const saturated = isSaturated(q, fresh, kv, qd, kvT);
       rowSt[i] = st;
       freshCol[i] = fresh ? 1 : 0;
       saturatedCol[i] = saturated ? 1 : 0;
+      queuedCol[i] = q;
       runningCol[i] = running;
       kvCol[i] = kv;
       matchedCol[i] = matched;
@@ -176,7 +181,11 @@ export function isFresh(st: EndpointState, now: number, staleAfter: number): boo
   return st.sig !== null && now - st.sigAt <= staleAfter;
 }
 
-/** Waiting requests on an endpoint: fresh metrics plus what we sent since, or our own accounting. */
+/**
+ * Waiting requests on an endpoint as the cost and scorers see them: fresh metrics plus what we sent since,
+ * or our own accounting. Deliberately pessimistic, so that a burst spreads before a scrape shows it; the
+ * saturation test does not use it (it reads the evidence: saturation.ts `queued`).
+ */
 export function waitingEstimate(st: EndpointState, fresh: boolean): number {
   // of our pending requests, about one is being prefilled and the rest wait
   if (!fresh) return Math.max(0, st.pending - 1);

@@ -21,6 +21,8 @@ export class EndpointState {
   decoding = 0;
   /** pending requests dispatched since the last scrape */
   sinceScrape = 0;
+  /** requests dispatched since the last scrape that have not ended (pending or decoding: each holds a seat) */
+  liveSinceScrape = 0;
   /** our pending requests when the last scrape was taken (it could see them, waiting or running) */
   pendingAtScrape = 0;
   /** batch capacity (max_num_seqs) when the signals carry it; Infinity otherwise */
@@ -40,6 +42,14 @@ export class EndpointState {
   prefillMs = 0;
   /** first bytes per second (EWMA): how fast this endpoint drains its queue */
   drainRate = 0;
+  /** time to first byte of our requests here (dispatch → first byte, EWMA, ms); 0 = none yet */
+  ttftMs = 0;
+  /**
+   * our dispatched tickets in dispatch order (so by `at`), from `pendingHead` on; those no longer pending
+   * are dropped lazily (see overdue() in saturation.ts)
+   */
+  pendingQ: PoolTicket[] = [];
+  pendingHead = 0;
   removed = false;
   constructor(
     readonly id: number,
@@ -84,6 +94,16 @@ export function dispatched(tk: PoolTicket, now: number): void {
   if (st.pending++ === 0) st.busySince = now;
   st.pendingTokens += tk.tokens;
   st.sinceScrape++;
+  st.liveSinceScrape++;
+  const q = st.pendingQ;
+  // keep the queue short: drop what is no longer pending once it outnumbers the pending ones
+  if (q.length - st.pendingHead > 2 * st.pending + 64) {
+    let w = 0;
+    for (let i = st.pendingHead; i < q.length; i++) if (q[i].phase === PENDING) q[w++] = q[i];
+    q.length = w;
+    st.pendingHead = 0;
+  }
+  q.push(tk);
 }
 
 export function firstByte(t: Ticket, now: number): void {
@@ -97,6 +117,8 @@ export function firstByte(t: Ticket, now: number): void {
     st.prefillMs = 0.9 * st.prefillMs + headMs;
   }
   st.busySince = now;
+  const ttft = Math.max(0, now - tk.at);
+  st.ttftMs = st.ttftMs > 0 ? 0.8 * st.ttftMs + 0.2 * ttft : Math.max(1, ttft);
   st.pending--;
   st.pendingTokens -= tk.tokens;
   if (st.pendingTokens < 1e-6) st.pendingTokens = Math.max(0, st.pendingTokens);
@@ -136,6 +158,7 @@ export function ended(t: Ticket, now: number, outcome: Outcome, tuning: Tuning):
     }
   }
   st.inFlight--;
+  if (tk.epoch === st.epoch && st.liveSinceScrape > 0) st.liveSinceScrape--;
   tk.phase = ENDED;
   if (outcome === 'error') {
     st.consecutiveErrors++;

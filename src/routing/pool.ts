@@ -12,7 +12,7 @@ import { hashPrefixBlocksInto } from './hash.js';
 import { DEFAULT_POOL_OPTIONS, type PoolOptions } from './options.js';
 import { POLICY_BY_NAME, PolicyContext, type PolicyName } from './policies/index.js';
 import { PrefixIndex } from './prefix-index.js';
-import { isSaturated, retryAfterS } from './saturation.js';
+import { isSaturated, queued, retryAfterS } from './saturation.js';
 import { DEFAULT_TUNING, type Tuning } from './tuning.js';
 import type { EndpointSignals, Outcome, PickInput, PickOptions, PickResult, Ticket } from './types.js';
 
@@ -36,7 +36,12 @@ export interface DebugEndpoint {
   pending: number;
   pending_prefill_tokens: number;
   decoding: number;
+  /** what the cost and scorers count as waiting (pessimistic: every request sent since the scrape) */
   waiting_estimate: number;
+  /** what the saturation test counts as waiting: the scraped queue and the evidence since (saturation.ts) */
+  queued: number;
+  /** our recent time to first byte here (EWMA, ms; 0: none yet) */
+  ttft_ms: number;
   saturated: boolean;
   eligible: boolean;
   why_not?: string;
@@ -172,6 +177,7 @@ export class PoolRouter implements TicketOwner {
     this.policyCtx.setWeights(cfg.scoring);
     if (cut) this.idx = this.newIndex(cfg); // old hashes mean nothing now (and the stride may change)
     if (capChanged || cut) for (const st of this.states) this.applyCapacity(st);
+    for (const st of this.states) if (!((st.sig?.maxNumSeqs ?? 0) > 0)) st.capacity = cfg.max_num_seqs ?? Infinity;
     this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
   }
 
@@ -183,6 +189,7 @@ export class PoolRouter implements TicketOwner {
     st.sigAt = now;
     st.epoch++;
     st.sinceScrape = 0;
+    st.liveSinceScrape = 0;
     st.pendingAtScrape = st.pending;
     st.scrapeFailures = 0;
     // batch capacity, when the endpoint reports it (max_num_seqs). Not guessed from a queue next to a running
@@ -301,7 +308,8 @@ export class PoolRouter implements TicketOwner {
       endpoints: this.states.map((st) => {
         const fresh = isFresh(st, now, this.cfg.metrics.stale_after);
         const waiting = waitingEstimate(st, fresh);
-        const saturated = isSaturated(waiting, fresh, fresh ? st.sig!.kvUsage : NaN, qd, kvT);
+        const q = queued(st, fresh, now, this.tuning);
+        const saturated = isSaturated(q, fresh, fresh ? st.sig!.kvUsage : NaN, qd, kvT);
         const ejected = st.ejectedUntil > now;
         const why = ejected ? 'ejected after errors' : saturated ? 'saturated' : undefined;
         const d: DebugEndpoint = {
@@ -315,6 +323,8 @@ export class PoolRouter implements TicketOwner {
           pending_prefill_tokens: Math.round(st.pendingTokens),
           decoding: st.decoding,
           waiting_estimate: waiting,
+          queued: q,
+          ttft_ms: Math.round(st.ttftMs),
           saturated,
           eligible: why === undefined,
           index_blocks: this.idx.blocksOf(st.id),

@@ -1,13 +1,74 @@
 /**
- * Saturation (every policy): an endpoint is saturated when its waiting estimate reaches queue_depth or its
- * fresh KV-cache use reaches kv_cache (0 turns either test off). With every candidate saturated the pick
- * answers "saturated" with a Retry-After.
+ * Saturation (every policy): an endpoint is saturated when the evidence says requests wait there —
+ * `queued(…)` at or over queue_depth — or its fresh KV-cache use reaches kv_cache (0 turns either test off).
+ * With every candidate saturated the pick answers "saturated" with a Retry-After.
+ *
+ * What counts as waiting is evidence, never the mere count of our requests in flight: a burst into idle
+ * pods is what a batching engine schedules in one step (20 streams onto 2 idle vLLM pods all run at once),
+ * so requests sent since the last scrape count only
+ * - beyond the free seats of the batch capacity (max_num_seqs, configured or reported; else vLLM's
+ *   default of 256, `assumedBatchCapacity`, so that a flood between two scrapes is not admitted whole), or
+ * - once they have waited for a first byte longer than `overdueTtftFactor` × the endpoint's recent time to
+ *   first token (the assumed `ttftMs` until one is measured; at least `overdueMinMs`): a request that late
+ *   is queued somewhere.
+ * The scraped queue counts as it is. Without fresh metrics the same two tests apply to all our pending
+ * requests (in flight beyond the capacity; pending past the TTFT).
  */
 import type { CandidateTable } from './candidates.js';
+import { PENDING, type EndpointState } from './endpoint-state.js';
 import type { SaturationOptions } from './options.js';
+import type { Tuning } from './tuning.js';
 
 export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDepth: number, kvCache: number): boolean {
   return (queueDepth > 0 && waiting >= queueDepth) || (kvCache > 0 && fresh && kv >= kvCache);
+}
+
+/** Most overdue requests counted per endpoint (the count only feeds a threshold and Retry-After). */
+const OVERDUE_LIMIT = 4096;
+
+/**
+ * Requests waiting on an endpoint, on evidence: the scraped queue (fresh metrics), plus those of our
+ * requests the scrape could not see that are beyond the free batch seats or overdue, whichever is more.
+ */
+export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning): number {
+  const cap = st.capacity !== Infinity ? st.capacity : t.assumedBatchCapacity > 0 ? t.assumedBatchCapacity : Infinity;
+  if (fresh) {
+    const s = st.sig!;
+    // seats the scrape showed free; our requests sent since (running or not) take them first
+    const free = cap === Infinity ? Infinity : Math.max(0, cap - s.running - s.waiting);
+    const beyond = st.liveSinceScrape > free ? st.liveSinceScrape - free : 0;
+    return s.waiting + Math.max(beyond, overdue(st, now, t, true));
+  }
+  const beyond = cap !== Infinity && st.inFlight > cap ? st.inFlight - cap : 0;
+  return Math.max(beyond, overdue(st, now, t, false));
+}
+
+/**
+ * Our requests (with `sinceScrape`: only those dispatched since the last scrape) still without a first
+ * byte after more than the endpoint's recent TTFT × overdueTtftFactor. Walks the dispatch-ordered queue from its oldest entry,
+ * dropping the head entries that are no longer pending, and stops at the first one not yet overdue.
+ */
+export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: boolean): number {
+  if (st.pending === 0) return 0;
+  const q = st.pendingQ;
+  let h = st.pendingHead;
+  while (h < q.length && q[h].phase !== PENDING) h++;
+  if (h === q.length) {
+    q.length = 0;
+    h = 0;
+  } else if (h > 1024 && h * 2 > q.length) {
+    q.splice(0, h);
+    h = 0;
+  }
+  st.pendingHead = h;
+  const limit = now - Math.max(t.overdueMinMs, t.overdueTtftFactor * (st.ttftMs > 0 ? st.ttftMs : t.ttftMs));
+  let n = 0;
+  for (let i = h; i < q.length && n < OVERDUE_LIMIT; i++) {
+    const tk = q[i];
+    if (tk.at >= limit) break;
+    if (tk.phase === PENDING && (!sinceScrape || tk.epoch === st.epoch)) n++;
+  }
+  return n;
 }
 
 /** Seconds until the least-saturated endpoint has likely drained below the thresholds (1..60). */
@@ -17,7 +78,7 @@ export function retryAfterS(t: CandidateTable, sat: SaturationOptions): number {
   const qd = sat.queue_depth;
   let best = Infinity;
   for (let i = 0; i < t.n; i++) {
-    const excess = qd > 0 ? Math.max(0, t.waitingAt(i) - qd + 1) : 0;
+    const excess = qd > 0 ? Math.max(0, t.queued[i] - qd + 1) : 0;
     // no drain measurement yet: assume one request per second
     const drainRate = t.st[i].drainRate;
     const rate = drainRate > 0 ? drainRate : 1;

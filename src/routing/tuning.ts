@@ -20,6 +20,24 @@ export interface Tuning {
   prefillTokensPerMs: number;
   /** whole-decode time of a request assumed before one has ended on the endpoint (ms) */
   decodeMs: number;
+  /**
+   * batch capacity the saturation test assumes for an endpoint whose max_num_seqs is neither configured nor
+   * reported (vLLM's default, 256): a burst bigger than that per endpoint between two scrapes is not admitted
+   * whole on no evidence at all. 0: none (unbounded until a scrape or a late first byte shows a queue)
+   */
+  assumedBatchCapacity: number;
+  /** time to first byte assumed before one is observed on an endpoint (ms): see overdueTtftFactor */
+  ttftMs: number;
+  /**
+   * a request of ours still without a first byte after this many times the endpoint's recent TTFT counts as
+   * waiting there (saturation evidence that needs no scrape)
+   */
+  overdueTtftFactor: number;
+  /**
+   * ...but never sooner than this (ms): a first byte the gateway's own busy event loop has not handled yet
+   * is no evidence of a queue at the endpoint
+   */
+  overdueMinMs: number;
   /** time to load a LoRA adapter into a free slot (ms) */
   loraLoadMs: number;
   /** consecutive errors that eject an endpoint */
@@ -44,6 +62,10 @@ export const DEFAULT_TUNING: Tuning = {
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,
   decodeMs: 2_000,
+  assumedBatchCapacity: 256,
+  ttftMs: 1_000,
+  overdueTtftFactor: 2,
+  overdueMinMs: 250,
   loraLoadMs: 30,
   ejectAfterErrors: 3,
   ejectBaseMs: 5_000,

@@ -39,7 +39,8 @@ Workload:
 Pool:
   --endpoints N             simulated servers (default 8)
   --policies a,b            of ${SIM_POLICIES.join(', ')} (default all)
-  --config FILE             take scoring/prefix/saturation/metrics from this config's first pool
+  --config FILE             take scoring/prefix/saturation/metrics and max_num_seqs from this config's
+                            first pool
   --seed N                  seeds generators and the random policy (default 1)
 Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}

@@ -1,6 +1,6 @@
 /**
  * What the simulator's router runs with: one pool ("sim") listing the simulated endpoints, its
- * scoring/prefix/saturation/metrics taken from a user's config (first pool) or routing's defaults, with
+ * scoring/prefix/saturation/metrics/max_num_seqs taken from a user's config (first pool) or routing's defaults, with
  * overrides (the tuner's candidates) on top; and how often the simulated endpoints are scraped.
  */
 import { parseDuration } from '../common/units.js';
@@ -17,6 +17,8 @@ export interface PoolSettings {
   prefix?: PoolOptionsInput['prefix'];
   saturation?: PoolOptionsInput['saturation'];
   metrics?: Partial<{ path: string; interval: Duration; stale_after: Duration }>;
+  /** the engines' batch size as the pool is told it (not the simulated engines' own: see --max-num-seqs) */
+  max_num_seqs?: number;
 }
 
 /** The simulated pool: the router's input, the pool's options in it, and the scrape interval (ms). */
@@ -26,23 +28,28 @@ export interface SimSetup {
   scrapeIntervalMs: number;
 }
 
-/** scoring/prefix/saturation/metrics of the first pool of a gateway config file. */
+/** scoring/prefix/saturation/metrics (and max_num_seqs, if set) of the first pool of a gateway config file. */
 export function poolSettingsFromFile(path: string): PoolSettings {
   const cfg = loadConfigFile(path);
   const first = Object.keys(cfg.pools)[0];
   if (first === undefined) throw new Error(`${path}: no pools`);
   const p = cfg.pools[first];
-  return { scoring: { ...p.scoring }, prefix: { ...p.prefix }, saturation: { ...p.saturation }, metrics: { ...p.metrics } };
+  const out: PoolSettings = { scoring: { ...p.scoring }, prefix: { ...p.prefix }, saturation: { ...p.saturation }, metrics: { ...p.metrics } };
+  if (p.max_num_seqs !== undefined) out.max_num_seqs = p.max_num_seqs;
+  return out;
 }
 
 /** Merge b over a, section by section. */
 export function mergeSettings(a: PoolSettings, b: PoolSettings): PoolSettings {
-  return {
+  const out: PoolSettings = {
     scoring: { ...a.scoring, ...b.scoring },
     prefix: { ...a.prefix, ...b.prefix },
     saturation: { ...a.saturation, ...b.saturation },
     metrics: { ...a.metrics, ...b.metrics },
   };
+  const seqs = b.max_num_seqs ?? a.max_num_seqs;
+  if (seqs !== undefined) out.max_num_seqs = seqs;
+  return out;
 }
 
 export function simConfig(endpoints: string[], models: string[], settings: PoolSettings = {}): SimSetup {
@@ -56,6 +63,7 @@ export function simConfig(endpoints: string[], models: string[], settings: PoolS
       prefix: settings.prefix,
       saturation: settings.saturation,
       metrics: staleAfter !== undefined ? { stale_after: staleAfter } : undefined,
+      max_num_seqs: settings.max_num_seqs,
     });
   } catch (e) {
     throw new Error(`simulator config: ${(e as Error).message}`);

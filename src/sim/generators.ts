@@ -11,7 +11,7 @@ import { Rng, hash2 } from './rng.js';
 import { TRACE_BLOCK_TOKENS } from './trace.js';
 import type { SimRequest } from './types.js';
 
-export const GENERATORS = ['shared-prefix', 'multi-turn', 'rag', 'no-sharing', 'lora-mix', 'burst'] as const;
+export const GENERATORS = ['shared-prefix', 'multi-turn', 'rag', 'no-sharing', 'lora-mix', 'burst', 'spikes'] as const;
 export type GeneratorName = (typeof GENERATORS)[number];
 
 export interface GenerateOptions {
@@ -32,6 +32,7 @@ export const DEFAULT_RATES: Record<GeneratorName, number> = {
   'no-sharing': 8,
   'lora-mix': 6,
   burst: 2,
+  spikes: 2,
 };
 
 /**
@@ -45,6 +46,7 @@ export const DEFAULT_REQUESTS: Record<GeneratorName, number> = {
   'no-sharing': 1000,
   'lora-mix': 1000,
   burst: 1000,
+  spikes: 1000,
 };
 
 export const DEFAULT_LORAS = ['lora-a', 'lora-b', 'lora-c', 'lora-d'];
@@ -96,6 +98,9 @@ export function generateWorkload(name: string, opts: GenerateOptions = {}): SimR
       break;
     case 'burst':
       out = burst(rng, ids, n, rate);
+      break;
+    case 'spikes':
+      out = spikes(rng, ids, n, rate);
       break;
   }
   return out
@@ -246,6 +251,33 @@ function burst(rng: Rng, ids: Ids, n: number, rate: number): SimRequest[] {
   for (const arrivalMs of arrivals(rng, nSpike, nSpike / 4, spikeAt)) {
     const suffix = clamp(rng.logNormal(200, 0.6), 16, 2000);
     out.push({ arrivalMs, ...withSuffix(ids, prefix, prefixTokens, suffix), outputTokens: clamp(rng.logNormal(100, 0.7), 4, 800) });
+  }
+  return out;
+}
+
+/** Requests per spike of `spikes`: 20 per endpoint of the default pool of 8. */
+export const SPIKE_SIZE = 160;
+
+/**
+ * Sudden simultaneous bursts into idle capacity: a quarter of the requests are quiet unique traffic at
+ * `rate`; the rest come in spikes of SPIKE_SIZE short unique requests within 40 ms, evenly spaced over the
+ * quiet traffic's span. A spike is 20 requests per endpoint of the default pool, far below an engine's
+ * 256 seats and about one 8192-token step of prefill each: an engine would schedule them all at once, so a
+ * router that rejects part of a spike rejects on its own count of requests in flight, not on any queue.
+ */
+function spikes(rng: Rng, ids: Ids, n: number, rate: number): SimRequest[] {
+  const nQuiet = Math.round(n / 4);
+  const quiet = arrivals(rng, nQuiet, rate);
+  const span = quiet.length > 0 ? quiet[quiet.length - 1] : 0;
+  const nSpikes = Math.max(1, Math.ceil((n - nQuiet) / SPIKE_SIZE));
+  const one = () => {
+    const inputTokens = clamp(rng.logNormal(300, 0.5), 16, 2000);
+    return { inputTokens, hashIds: ids.blocks(inputTokens), outputTokens: clamp(rng.logNormal(100, 0.6), 4, 600) };
+  };
+  const out: SimRequest[] = quiet.map((arrivalMs) => ({ arrivalMs, ...one() }));
+  for (let k = 0, left = n - nQuiet; k < nSpikes; k++) {
+    const at = Math.round((span * (k + 1)) / (nSpikes + 1));
+    for (let j = 0; j < SPIKE_SIZE && left > 0; j++, left--) out.push({ arrivalMs: at + rng.int(0, 40), ...one() });
   }
   return out;
 }

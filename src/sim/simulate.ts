@@ -25,7 +25,7 @@ export interface SimulationOptions {
   profile?: Partial<EngineProfile>;
   /** default: all five */
   policies?: readonly string[];
-  /** the pool's scoring/prefix/saturation/metrics (default: the config schema's defaults) */
+  /** the pool's scoring/prefix/saturation/metrics/max_num_seqs (default: the config schema's defaults) */
   pool?: PoolSettings;
   /** seeds the router's random policy (default 1) */
   seed?: number;

@@ -2,7 +2,7 @@ import t from 'tap';
 import { cdfPoints, lineChart, niceTicks } from '../../src/report/svg.js';
 import { renderReport, verdict, type ReportInput } from '../../src/report/report.js';
 import { renderPoliciesReport } from '../../native-bench/report.js';
-import { parseWrk, wrkScript } from '../../native-bench/wrk.js';
+import { parseWrk, wrkScript, wrkTokenScript } from '../../native-bench/wrk.js';
 import { promSums, vllmSample } from '../../native-bench/prom.js';
 import { SseTokenCounter } from '../../native-bench/stream.js';
 import { summarize, percentileSorted } from '../../native-bench/common.js';
@@ -96,6 +96,10 @@ Transfer/sec:    118.36MB
   t.equal(r.non2xx, 3);
   t.equal(r.requests, 216206);
   t.match(wrkScript('{"a":"b"}'), /wrk.body = "\{\\"a\\":\\"b\\"\}"/);
+  t.match(wrkScript('{}', { authorization: 'Bearer a"b' }), /wrk\.headers\["authorization"\] = "Bearer a\\"b"/, 'extra headers, quoted for Lua');
+  const rotating = wrkTokenScript('{"m":1}', ['t1', 't2']);
+  t.match(rotating, /local tokens = \{"t1","t2"\}/, 'the tokens, in a Lua table');
+  t.match(rotating, /request = function\(\)[^]*"Bearer " \.\. tokens\[i\]/, 'each request takes the next one');
 });
 
 t.test('prometheus sums and vllm samples', async (t) => {

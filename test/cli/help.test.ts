@@ -15,8 +15,8 @@ function run(script: string, args: string[]) {
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, files: readdirSync(cwd) };
 }
 
-const commands = ['serve', 'check-config', 'schema', 'mock', 'demo', 'simulate', 'version'];
-const scenarios = ['overhead', 'picker', 'policies', 'mock', 'reliability'];
+const commands = ['serve', 'check-config', 'schema', 'mock', 'demo', 'token', 'simulate', 'version'];
+const scenarios = ['overhead', 'picker', 'policies', 'mock', 'quota', 'auth', 'reliability'];
 
 t.test('infergate COMMAND --help', async (t) => {
   for (const c of commands) {

@@ -87,6 +87,8 @@ function demoConfig(base: number): string {
   cfg.listen.port = 0;
   cfg.admin.port = 0;
   cfg.logging = { ...cfg.logging, level: 'warn', access_log: false };
+  // the key set's path is relative to the config file: the copy names the dev key set where it is
+  cfg.auth.jwt.jwks_file = join(ROOT, 'config', 'dev-keys', 'jwks.json');
   const pool = Object.values(cfg.pools)[0] as { endpoints: string[] };
   pool.endpoints = [0, 1, 2, 3].map((k) => `127.0.0.1:${base + k}`);
   const file = join(tempDir(), 'demo.yaml');

@@ -18,11 +18,14 @@ t.teardown(async () => {
   await mocks.kill();
 });
 
-/** A long streaming request that keeps its adapter running; resolves once its headers arrived. */
+/**
+ * A streaming request that keeps its adapter running for the whole test (100,000 tokens: minutes even at
+ * time-scale 10, so a loaded machine cannot see it end early); resolves once its headers arrived.
+ */
 async function longStream(model: string): Promise<{ endpoint: string; done: Promise<unknown> }> {
   const r = await fetch(`${gw.url}/v1/chat/completions`, {
     method: 'POST', signal: background.signal, headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, stream: true, max_tokens: 6000, messages: [{ role: 'user', content: `keep ${model} busy` }] }),
+    body: JSON.stringify({ model, stream: true, max_tokens: 100_000, messages: [{ role: 'user', content: `keep ${model} busy` }] }),
   });
   if (r.status !== 200) throw new Error(`long ${model} request: ${r.status}`);
   return { endpoint: r.headers.get('x-infergate-endpoint')!, done: r.text().catch(() => undefined) };

@@ -1,12 +1,14 @@
-// Saturation: servers that run one sequence at a time, and far more concurrent long requests than they can
-// queue. The excess is answered at once with 429, Retry-After and an OpenAI error body, and counted;
-// everything admitted completes.
+// Saturation: servers that run one sequence at a time (and the pool says so: max_num_seqs 1), and far more
+// concurrent long requests than they can queue. The excess is answered at once with 429, Retry-After and an
+// OpenAI error body, and counted; everything admitted completes. (Without a known batch capacity a
+// simultaneous burst carries no evidence of a queue until a scrape or a late first byte shows one: see
+// burst-admission.test.ts.)
 import t from 'tap';
 import { startMocks, startGateway, gatewayConfig, chat, countBy, scrape, metric } from './support.js';
 
 const mocks = await startMocks(2, ['--model', 'test-model', '--time-scale', '10', '--max-num-seqs', '1', '--seed', '5']);
 const gw = await startGateway(
-  gatewayConfig(mocks.endpoints, { pool: { policy: 'scored', saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' } } }),
+  gatewayConfig(mocks.endpoints, { pool: { policy: 'scored', max_num_seqs: 1, saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' } } }),
 );
 t.teardown(async () => {
   await gw.stop();

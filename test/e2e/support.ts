@@ -64,7 +64,7 @@ export function startMocks(count: number, args: string[]): Promise<Mocks> {
   return onFreePorts(count, async (base) => {
     const proc = runCli(['mock', '--port', String(base), '--count', String(count), ...args]);
     try {
-      await proc.waitFor(re, 15_000);
+      await proc.waitFor(re, 60_000);
     } catch (e) {
       await proc.kill();
       throw e;

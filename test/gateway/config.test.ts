@@ -52,7 +52,7 @@ t.test('problems are reported with key path and line, exit 1', async (t) => {
   t.match(err, /bad\.yaml:15: pools\.p\.polcy: /, 'unknown key named at its own line');
 });
 
-t.test('auth.mode has no default; jwt is not available yet', async (t) => {
+t.test('auth.mode has no default; jwt needs its keys, issuer, audience and algorithms', async (t) => {
   const noMode = file('nomode.yaml', 'auth: {}\nmodels: [{name: a, pool: p}]\npools: {p: {endpoints: ["127.0.0.1:1"]}}\n');
   const p = runCli(['check-config', noMode]);
   t.equal(await p.exited(), 1);
@@ -60,7 +60,7 @@ t.test('auth.mode has no default; jwt is not available yet', async (t) => {
   const jwt = file('jwt.yaml', 'auth: {mode: jwt}\nmodels: [{name: a, pool: p}]\npools: {p: {endpoints: ["127.0.0.1:1"]}}\n');
   const q = runCli(['check-config', jwt]);
   t.equal(await q.exited(), 1);
-  t.match(q.stderr(), /jwt\.yaml:1: auth\.mode: .*not available/);
+  t.match(q.stderr(), /jwt\.yaml:1: auth\.jwt: .*needs an auth\.jwt section/);
 });
 
 t.test('YAML syntax errors and unreadable files', async (t) => {

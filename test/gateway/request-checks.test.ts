@@ -8,7 +8,7 @@ const NO_STICKY: ReadonlySet<string> = new Set();
 const newId = () => 'generated-id';
 
 function req(headers: string[], url = '/v1/chat/completions', query = ''): ClientRequest {
-  return { method: 'post', url, query, headers };
+  return { method: 'post', url, query, headers, peer: '' };
 }
 
 function facts(over: Partial<RequestFacts> = {}): RequestFacts {

@@ -1,5 +1,6 @@
 // Bad TLS files stop `infergate serve` (exit 1, nothing listening) with a message that names the file and
-// what is wrong with it; uWS alone says only "App construction failed" for all of these.
+// what is wrong with it; uWS alone says only "App construction failed" for all of these. Files that cannot
+// be read are found with the rest of the config's checks (with the YAML line); their contents by the front.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -23,9 +24,9 @@ writeFileSync(notPem, 'this is not a certificate\n');
 mkdirSync(aDirectory);
 
 const cases: Array<[string, { cert: string; key: string }, RegExp]> = [
-  ['a missing certificate file', { cert: join(dir, 'missing.crt'), key }, /listen\.tls\.cert: cannot read the certificate file \S*missing\.crt: no such file/],
-  ['a missing key file', { cert, key: join(dir, 'missing.key') }, /listen\.tls\.key: cannot read the key file \S*missing\.key: no such file/],
-  ['an unreadable certificate path (a directory)', { cert: aDirectory, key }, /listen\.tls\.cert: cannot read the certificate file \S*certs\.d: a directory, not a file/],
+  ['a missing certificate file', { cert: join(dir, 'missing.crt'), key }, /:\d+: listen\.tls\.cert: \S*missing\.crt: does not exist/],
+  ['a missing key file', { cert, key: join(dir, 'missing.key') }, /:\d+: listen\.tls\.key: \S*missing\.key: does not exist/],
+  ['an unreadable certificate path (a directory)', { cert: aDirectory, key }, /:\d+: listen\.tls\.cert: \S*certs\.d: is a directory, not a file/],
   ['a certificate file that is not PEM', { cert: notPem, key }, /listen\.tls\.cert: \S*notes\.txt is not a PEM certificate/],
   ['a key file that is not PEM', { cert, key: notPem }, /listen\.tls\.key: \S*notes\.txt is not a PEM private key/],
   ['a key that is not the certificate\'s', { cert, key: otherKey }, /listen\.tls: the key in \S*other\.key does not belong to the certificate in \S*tls\.crt/],

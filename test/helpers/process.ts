@@ -51,7 +51,7 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, spawnWith?: 
     child,
     stdout: () => out,
     stderr: () => err,
-    waitFor(re, ms = 15_000) {
+    waitFor(re, ms = 60_000) {
       return new Promise((resolveP, rejectP) => {
         const check = () => {
           const m = out.match(re);
@@ -75,7 +75,7 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, spawnWith?: 
         check();
       });
     },
-    exited(ms = 15_000) {
+    exited(ms = 60_000) {
       return Promise.race([
         exit,
         new Promise<number | null>((_, rej) => setTimeout(() => rej(new Error(`process did not exit within ${ms} ms`)), ms).unref()),
@@ -148,8 +148,15 @@ export async function startGateway(config: unknown, env: NodeJS.ProcessEnv = {})
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify(config));
   const proc = runCli(['serve', '--config', file], env);
-  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
-  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  let url: string;
+  let adminUrl: string;
+  try {
+    [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+    [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  } catch (e) {
+    await proc.kill(); // a gateway that never said it listens is not left running
+    throw e;
+  }
   return { url, adminUrl, proc, stop: () => proc.kill('SIGTERM') };
 }
 

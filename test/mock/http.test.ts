@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { Agent, Client, fetch as ufetch, request } from 'undici';
 import OpenAI from 'openai';
 import { startMockServers, type MockOptions } from '../../src/mock/index.js';
+import { freePorts } from '../e2e/support.js';
 
 const agent = new Agent({ keepAliveTimeout: 1000, connections: 64 });
 t.teardown(() => agent.close());
@@ -291,14 +292,14 @@ function runCli(args: string[]) {
 }
 
 t.test('CLI: mockMain prints one line per server and exits 0 on SIGTERM; bad flags exit 2', async (t) => {
-  const base = 30000 + Math.floor(Math.random() * 20000);
+  const base = await freePorts(2); // below the ephemeral range, checked free
   const p = runCli(['--port', String(base), '--count', '2', '--model', 'cli-model', '--time-scale', '50']);
   let out = '';
   p.stdout.on('data', (d) => (out += d));
   let err = '';
   p.stderr.on('data', (d) => (err += d));
   const exit = new Promise<number | null>((r) => p.on('exit', (c) => r(c)));
-  const deadline = Date.now() + 20000;
+  const deadline = Date.now() + 60_000;
   while (!out.includes(`:${base + 1}`) && Date.now() < deadline && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
   t.match(out, `mock listening on http://127.0.0.1:${base}\n`, err);
   t.match(out, `mock listening on http://127.0.0.1:${base + 1}\n`);

@@ -11,6 +11,9 @@ const PINNED: Record<string, [number, string]> = {
   invalid_field: [400, 'invalid_request_error'],
   invalid_header: [400, 'invalid_request_error'],
   invalid_framing: [400, 'invalid_request_error'],
+  missing_token: [401, 'invalid_request_error'],
+  invalid_token: [401, 'invalid_request_error'],
+  model_not_allowed: [403, 'invalid_request_error'],
   model_not_found: [404, 'invalid_request_error'],
   not_found: [404, 'invalid_request_error'],
   method_not_allowed: [405, 'invalid_request_error'],
@@ -19,11 +22,13 @@ const PINNED: Record<string, [number, string]> = {
   request_timeout: [408, 'invalid_request_error'],
   headers_too_large: [431, 'invalid_request_error'],
   pool_saturated: [429, 'rate_limit_error'],
+  rate_limit_exceeded: [429, 'rate_limit_error'],
   internal_error: [500, 'server_error'],
   upstream_unavailable: [502, 'server_error'],
   upstream_stream_broken: [502, 'server_error'],
   no_endpoint: [503, 'server_error'],
   request_buffers_full: [503, 'server_error'],
+  quota_unavailable: [503, 'server_error'],
   shutting_down: [503, 'server_error'],
   too_many_connections: [503, 'server_error'],
   upstream_timeout: [504, 'server_error'],
@@ -39,9 +44,10 @@ t.test('each code has its pinned status and type, and no code is unpinned', asyn
 // every factory, with made-up arguments
 const built: ApiError[] = [
   errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'), errors.invalidHeader('x-a'), errors.invalidFraming('x'),
+  errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
-  errors.bodyBufferFull(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
+  errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
   errors.shuttingDown(), errors.internal(), errors.tooManyConnections(), errors.uploadTooSlow(23_000),
 ];
 
@@ -54,6 +60,11 @@ t.test('every factory builds an error whose status, reason phrase and type follo
     t.equal(e.statusText, statusLine(e.status), `${e.code} status line`);
   }
   t.equal(errors.saturated('p', 3).retryAfterS, 3, 'a 429 carries its Retry-After');
+  const limited = errors.rateLimited('team-a', 'tokens per minute', 1000, 7);
+  t.equal(limited.retryAfterS, 7, 'a tenant\'s 429 carries its Retry-After');
+  t.equal(limited.rejectReason, 'rate_limited', 'and counts as rejected{reason="rate_limited"}');
+  t.match(limited.message, /team-a.*tokens per minute.*1000.*7 s/);
+  t.equal(errors.quotaUnavailable().retryAfterS, 1);
 });
 
 t.test('the body is OpenAI-shaped, and the SSE error event frames it', async (t) => {

@@ -20,7 +20,7 @@ type Row = Partial<{ st: EndpointState; fresh: boolean; saturated: boolean; wait
 
 /**
  * A table with the given rows (the rest zero, fresh, unsaturated; `waiting` and `inFlight` set on the row's
- * endpoint) and its aggregates as build() promises them: minima over the unsaturated rows, the free KV share
+ * endpoint, `waiting` also as the row's evidenced queue) and its aggregates as build() promises them: minima over the unsaturated rows, the free KV share
  * summed over the unsaturated fresh ones.
  */
 function table(rows: Row[], o: { totalBlocks?: number; adapter?: string | null } = {}): CandidateTable {
@@ -35,6 +35,7 @@ function table(rows: Row[], o: { totalBlocks?: number; adapter?: string | null }
     t.st[i] = st;
     t.fresh[i] = row.fresh ? 1 : 0;
     t.saturated[i] = row.saturated ? 1 : 0;
+    t.queued[i] = row.waiting;
     for (const k of ['running', 'kv', 'matched', 'ahead', 'cost'] as const) t[k][i] = row[k];
     if (!row.saturated) live.push(row);
   });
@@ -172,8 +173,8 @@ t.test('saturation: either threshold, 0 turns it off; Retry-After fixed or from 
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 2);
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 7000 }), 7);
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 10 }), 1, 'at least a second');
-  tb.st[0].sig = sig({ waiting: 500 });
-  tb.st[1].sig = sig({ waiting: 500 });
+  tb.queued[0] = 500;
+  tb.queued[1] = 500;
   t.equal(retryAfterS(tb, { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' }), 60, 'at most a minute');
   t.equal(retryAfterS(table([{ kv: 0.9 }]), { queue_depth: 0, kv_cache: 0.8, retry_after: 'auto' }), 1, 'KV only: look again in a second');
 });

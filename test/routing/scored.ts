@@ -75,10 +75,10 @@ t.test('an endpoint whose metrics stop is scored on accounting; all stale never 
     }
   }
   t.ok(seen.has('e0:1'), 'stale endpoint still used');
+  for (const h of held) r.onEnd(h, 3001, 'ok');
   // every endpoint stale: still picks (falls back to own accounting)
   const res = r.pick('p', req('late'), 100_000);
   t.equal(res.kind, 'ok');
-  for (const h of held) r.onEnd(h, 3001, 'ok');
 });
 
 t.test('LoRA requests prefer pods with the adapter resident, and skip pods without it', async (t) => {
@@ -117,11 +117,18 @@ t.test('saturation returns saturated with retryAfter, for every policy', async (
   fixed.updateSignals('a:1', sig({ waiting: 3 }), 0);
   const res = fixed.pick('p', req('c'), 1);
   t.same(res.kind === 'saturated' && res.retryAfterS, 7);
-  // own accounting alone saturates too (no metrics at all)
-  const own = Router.fromPool('p', { saturation: { queue_depth: 2 } }, ['a:1'], {});
+  // own accounting alone saturates too (no metrics at all), on evidence: in flight beyond a known batch
+  // capacity (max_num_seqs 1: from the 2nd request on each waits) …
+  const own = Router.fromPool('p', { saturation: { queue_depth: 2 }, max_num_seqs: 1 }, ['a:1'], {});
   const kinds = [];
   for (let i = 0; i < 5; i++) kinds.push(own.pick('p', req(`${i}`), 0).kind);
   t.same(kinds, ['ok', 'ok', 'ok', 'saturated', 'saturated']);
+  // … or requests long without a first byte; a capacity unknown and nothing overdue yet admits them all
+  const unknown = Router.fromPool('p', { saturation: { queue_depth: 2 } }, ['a:1'], {});
+  const early = [];
+  for (let i = 0; i < 5; i++) early.push(unknown.pick('p', req(`${i}`), 0).kind);
+  t.same(early, ['ok', 'ok', 'ok', 'ok', 'ok']);
+  t.equal(unknown.pick('p', req('late'), 60_000).kind, 'saturated', 'five requests a minute without a first byte');
 });
 
 t.test('two models never share prefix entries', async (t) => {

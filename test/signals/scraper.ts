@@ -42,7 +42,7 @@ t.test('scrapes good, hung and broken endpoints without crashing', async (t) => 
   const cfg = configSchema.parse({
     auth: { mode: 'none', allow_unauthenticated: true },
     models: [{ name: 'm', pool: 'p' }],
-    pools: { p: { endpoints: eps, metrics: { interval: '100ms', stale_after: '1s' } } },
+    pools: { p: { endpoints: eps, metrics: { interval: '500ms', stale_after: '2s' } } }, // a 400 ms scrape timeout: a loaded machine still answers in time
   });
   const updates = new Map<string, EndpointSignals[]>();
   const fails = new Map<string, number>();
@@ -59,7 +59,15 @@ t.test('scrapes good, hung and broken endpoints without crashing', async (t) => 
   const warnings: unknown[] = [];
   const scraper = new Scraper(router, scraperConfig(cfg), { warn: (o) => warnings.push(o) });
   scraper.start();
-  await new Promise((r) => setTimeout(r, 700));
+  // scrape until each endpoint has shown its behaviour a few times (a count, with a deadline: how long that
+  // takes depends on the machine's load)
+  const deadline = Date.now() + 20_000;
+  while (
+    Date.now() < deadline &&
+    !((updates.get(good.addr)?.length ?? 0) >= 4 && [hung.addr, broken.addr, deadAddr].every((a) => (fails.get(a) ?? 0) >= 2))
+  ) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await scraper.stop();
   for (const s of sockets) s.destroy();
   await Promise.all([good, hung, broken].map((x) => new Promise<void>((r) => x.server.close(() => r()))));

@@ -1,0 +1,316 @@
+/**
+ * The token usage of an answer, for tenant quotas (tokens_per_minute is charged an estimate at admission
+ * and corrected by this): read from a non-streamed JSON answer's `usage`, or from a stream's usage chunk.
+ * A stream carries one only when the request asked (`stream_options.include_usage`), so the gateway can
+ * ask for it in the forwarded bytes (withIncludeUsage) and take the extra chunk out of what the client
+ * receives (SseUsage), which then sees the stream it asked for. Pure.
+ */
+import { stringifyJson } from './json.js';
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** The largest token count believed (the numbers come from a model server). */
+const MAX_COUNT = 1e9;
+
+function count(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_COUNT ? v : undefined;
+}
+
+/** `usage` of a parsed answer or chunk: both counts must be whole, non-negative numbers. */
+export function usageOf(value: unknown): Usage | null {
+  if (value === null || typeof value !== 'object') return null;
+  const u = (value as { usage?: unknown }).usage;
+  if (u === null || typeof u !== 'object') return null;
+  const prompt = count((u as { prompt_tokens?: unknown }).prompt_tokens);
+  const completion = count((u as { completion_tokens?: unknown }).completion_tokens) ?? 0;
+  return prompt === undefined ? null : { promptTokens: prompt, completionTokens: completion };
+}
+
+const USAGE_KEY = Buffer.from('"usage"');
+
+/** The usage of a whole, non-streamed JSON answer; null when it has none or is not JSON. */
+export function readUsage(body: Buffer | string): Usage | null {
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  if (bytes.indexOf(USAGE_KEY) < 0) return null;
+  try {
+    return usageOf(JSON.parse(bytes.toString('utf8')));
+  } catch {
+    return null;
+  }
+}
+
+// ---------------------------------------------------------------- the request: stream_options.include_usage
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+function isSpace(b: number): boolean {
+  return b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
+}
+
+/** Index of the quote closing the string that opens at bytes[q]; -1 when unterminated. */
+function stringEnd(bytes: Buffer, q: number): number {
+  for (let i = q + 1; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (b === BACKSLASH) i++;
+    else if (b === QUOTE) return i;
+  }
+  return -1;
+}
+
+/** End (exclusive) of the JSON value starting at bytes[i]. */
+function valueEnd(bytes: Buffer, i: number): number {
+  const b = bytes[i];
+  if (b === QUOTE) return stringEnd(bytes, i) + 1;
+  if (b === OPEN_BRACE || b === OPEN_BRACKET) {
+    let depth = 0;
+    for (let k = i; k < bytes.length; k++) {
+      const c = bytes[k];
+      if (c === QUOTE) k = stringEnd(bytes, k);
+      else if (c === OPEN_BRACE || c === OPEN_BRACKET) depth++;
+      else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        if (--depth === 0) return k + 1;
+      }
+      if (k < 0) return -1;
+    }
+    return -1;
+  }
+  let k = i;
+  while (k < bytes.length && bytes[k] !== COMMA && bytes[k] !== CLOSE_BRACE && !isSpace(bytes[k])) k++;
+  return k;
+}
+
+function skipSpace(bytes: Buffer, i: number): number {
+  while (i < bytes.length && isSpace(bytes[i])) i++;
+  return i;
+}
+
+/**
+ * Where the top-level object of a valid JSON text opens, and the byte span of the value of its last
+ * `key` (the one JSON.parse keeps, as Python's json does), or null for the span when the key is absent.
+ */
+export function topLevelSpan(bytes: Buffer, key: string): { open: number; span: [number, number] | null } | null {
+  let i = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  i = skipSpace(bytes, i);
+  if (bytes[i] !== OPEN_BRACE) return null;
+  const open = i;
+  let span: [number, number] | null = null;
+  i++;
+  for (;;) {
+    i = skipSpace(bytes, i);
+    if (bytes[i] !== QUOTE) break; // `}` (or not valid JSON)
+    const kEnd = stringEnd(bytes, i);
+    if (kEnd < 0) return null;
+    let name: unknown;
+    try {
+      name = JSON.parse(bytes.toString('utf8', i, kEnd + 1));
+    } catch {
+      return null;
+    }
+    i = skipSpace(bytes, kEnd + 1);
+    if (bytes[i] !== COLON) return null;
+    const vStart = skipSpace(bytes, i + 1);
+    const vEnd = valueEnd(bytes, vStart);
+    if (vEnd <= vStart) return null;
+    if (name === key) span = [vStart, vEnd];
+    i = skipSpace(bytes, vEnd);
+    if (bytes[i] !== COMMA) break;
+    i++;
+  }
+  return { open, span };
+}
+
+/**
+ * What the gateway does about a streamed request's usage: `client` it asked for the usage chunk itself
+ * (pass it on, read it); `added` the forwarded bytes ask for it and the client must not see it (SseUsage
+ * with strip); `none` not a stream, or a stream_options the model server will refuse anyway.
+ */
+export type UsageMode = 'client' | 'added' | 'none';
+
+/**
+ * The request bytes to forward so that a stream ends with a usage chunk: `"stream_options":
+ * {"include_usage":true}` inserted after the opening brace when absent, or the stream_options object
+ * given `include_usage: true` (and vLLM's `continuous_usage_stats` turned off, so no other chunk gains a
+ * usage) in place; every other byte as the client sent it. `body` is the parsed `raw`.
+ */
+export function withIncludeUsage(raw: Buffer, body: Record<string, unknown>): { bytes: Buffer; mode: UsageMode } {
+  if (body.stream !== true) return { bytes: raw, mode: 'none' };
+  const so = body.stream_options;
+  const isObject = so !== null && typeof so === 'object' && !Array.isArray(so);
+  if (isObject && (so as { include_usage?: unknown }).include_usage === true) return { bytes: raw, mode: 'client' };
+  if (so !== undefined && so !== null && !isObject) return { bytes: raw, mode: 'none' };
+  const where = topLevelSpan(raw, 'stream_options');
+  if (where === null) return { bytes: raw, mode: 'none' };
+  if (where.span === null) {
+    if (so !== undefined) return { bytes: raw, mode: 'none' }; // parsed, yet not found: leave the bytes alone
+    const after = where.open + 1;
+    const empty = raw[skipSpace(raw, after)] === CLOSE_BRACE;
+    const insert = Buffer.from(`"stream_options":{"include_usage":true}${empty ? '' : ','}`);
+    return { bytes: Buffer.concat([raw.subarray(0, after), insert, raw.subarray(after)]), mode: 'added' };
+  }
+  const value: Record<string, unknown> = isObject ? { ...(so as Record<string, unknown>) } : {};
+  value.include_usage = true;
+  if (value.continuous_usage_stats === true) value.continuous_usage_stats = false;
+  const [start, end] = where.span;
+  return { bytes: Buffer.concat([raw.subarray(0, start), Buffer.from(stringifyJson(value)), raw.subarray(end)]), mode: 'added' };
+}
+
+// ---------------------------------------------------------------- the answer: SSE
+
+const LF_LF = Buffer.from('\n\n');
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
+const EMPTY = Buffer.alloc(0);
+/** An incomplete event held back longer than this is passed on as it is (this is no SSE we know). */
+const MAX_HELD = 1 << 20;
+
+/** The end (exclusive) of the last complete event in `buf` (after its blank line), 0 when none. */
+function lastBoundary(buf: Buffer): number {
+  const a = buf.lastIndexOf(LF_LF);
+  const b = buf.lastIndexOf(CRLF_CRLF);
+  return Math.max(a < 0 ? 0 : a + 2, b < 0 ? 0 : b + 4);
+}
+
+/** The end (exclusive) of the event starting at `from`, or buf.length. */
+function nextBoundary(buf: Buffer, from: number): number {
+  const a = buf.indexOf(LF_LF, from);
+  const b = buf.indexOf(CRLF_CRLF, from);
+  if (a < 0 && b < 0) return buf.length;
+  if (b < 0 || (a >= 0 && a < b)) return a + 2;
+  return b + 4;
+}
+
+/** The JSON of an event's data lines (joined as SSE joins them), or null. */
+function eventJson(event: Buffer): unknown {
+  let data = '';
+  let any = false;
+  for (const line of event.toString('utf8').split(/\r?\n/)) {
+    if (!line.startsWith('data:')) continue;
+    data += (any ? '\n' : '') + line.slice(line.startsWith('data: ') ? 6 : 5);
+    any = true;
+  }
+  if (!any || !data.startsWith('{')) return null;
+  try {
+    return JSON.parse(data);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Reads the usage chunk of an OpenAI SSE answer as it passes. With `strip`, the usage-only chunk
+ * (`"choices":[]` with a `usage`) is taken out of the bytes handed on, so events are handed on whole
+ * (an incomplete one waits for its end, which the client could not use before either). Without, every
+ * byte goes on at once and only a copy of the incomplete tail is kept for reading.
+ */
+export class SseUsage {
+  usage: Usage | null = null;
+  private held: Buffer = EMPTY;
+
+  constructor(readonly strip: boolean) {}
+
+  /** The bytes to hand on now for `chunk` (EMPTY when all of it waits). */
+  push(chunk: Buffer): Buffer {
+    const buf = this.held.length > 0 ? Buffer.concat([this.held, chunk]) : chunk;
+    const cut = lastBoundary(buf);
+    this.held = cut < buf.length ? Buffer.from(buf.subarray(cut)) : EMPTY;
+    if (this.held.length > MAX_HELD) {
+      // no event ends: not an SSE stream as we know it; nothing more is held
+      const out = this.strip ? buf : chunk;
+      this.held = EMPTY;
+      return out;
+    }
+    const complete = buf.subarray(0, cut);
+    const kept = complete.indexOf(USAGE_KEY) < 0 ? complete : this.read(complete);
+    if (!this.strip) return chunk;
+    return kept;
+  }
+
+  /** The stream ended: what is still held (an unfinished last event) goes on as it is. */
+  end(): Buffer {
+    const rest = this.held;
+    this.held = EMPTY;
+    return this.strip ? rest : EMPTY;
+  }
+
+  /** Reads the usage out of complete events; returns them without the usage-only one when stripping. */
+  private read(complete: Buffer): Buffer {
+    const parts: Buffer[] = [];
+    let dropped = false;
+    let start = 0;
+    while (start < complete.length) {
+      const end = nextBoundary(complete, start);
+      const event = complete.subarray(start, end);
+      start = end;
+      if (event.indexOf(USAGE_KEY) >= 0) {
+        const json = eventJson(event);
+        const usage = usageOf(json);
+        if (usage) {
+          this.usage = usage;
+          const choices = (json as { choices?: unknown }).choices;
+          if (this.strip && Array.isArray(choices) && choices.length === 0) {
+            dropped = true;
+            continue;
+          }
+        }
+      }
+      parts.push(event);
+    }
+    return dropped ? Buffer.concat(parts) : complete;
+  }
+}
+
+/** Past this, a non-streamed answer is not kept for its usage (the relay gathers up to 1 MiB too). */
+const MAX_KEPT_JSON = 1 << 20;
+
+/**
+ * One answer's usage as it is relayed, whatever its kind: an SSE answer through SseUsage (stripping the
+ * usage chunk when the gateway asked for it: mode `added`), any other answer kept (up to 1 MiB, by
+ * reference: the relay holds the same buffers) and read at the end with readUsage. `data` returns the
+ * bytes to relay for a chunk (may be empty: relay nothing then), `end` what is left to relay.
+ */
+export class AnswerUsage {
+  private readonly sse: SseUsage | undefined;
+  private kept: Buffer[] | null = [];
+  private keptBytes = 0;
+  private result: Usage | null = null;
+
+  constructor(mode: UsageMode, sse: boolean) {
+    this.sse = sse ? new SseUsage(mode === 'added') : undefined;
+    if (sse) this.kept = null;
+  }
+
+  data(chunk: Buffer): Buffer {
+    if (this.sse) return this.sse.push(chunk);
+    if (this.kept) {
+      this.keptBytes += chunk.length;
+      if (this.keptBytes <= MAX_KEPT_JSON) this.kept.push(chunk);
+      else this.kept = null;
+    }
+    return chunk;
+  }
+
+  end(): Buffer {
+    if (this.sse) {
+      const rest = this.sse.end();
+      this.result = this.sse.usage;
+      return rest;
+    }
+    if (this.kept) this.result = readUsage(this.kept.length === 1 ? this.kept[0] : Buffer.concat(this.kept));
+    this.kept = null;
+    return EMPTY;
+  }
+
+  /** The answer's usage once `end` was called; null when it had none. */
+  get usage(): Usage | null {
+    return this.result ?? this.sse?.usage ?? null;
+  }
+}
