@@ -10,7 +10,7 @@
  *    more requests than the class's acceptable tries), malformed answers, error bodies not in OpenAI's shape.
  *  - overload: closed-loop streaming clients, `--offered X` times the mocks' batch slots, plus two
  *    clients that send near-limit token-id prompts without pause; the TTFT of admitted requests, the share
- *    refused (429), the gateway's event-loop delay (its own p99 from /metrics), admin /healthz latency,
+ *    refused (429), the gateway's event-loop delay (its own p99 from /metrics: nodejs_eventloop_lag_p99_seconds), admin /healthz latency,
  *    peak RSS.
  *  - soak: half the slots' worth of clients for `--soak-s`; RSS growth after a warm-up.
  *  - parse: the gateway's per-request CPU for bodies (checks, JSON.parse, prompt head and length) per MB,
@@ -326,7 +326,8 @@ async function overload(s: Setup, offered: number, heavy: number, seconds: numbe
     if (Date.now() - lastScrape >= 1_000) {
       lastScrape = Date.now();
       const m = promSums((await getText(`${s.gw.adminUrl}/metrics`)).text);
-      const lag = m.get('infergate_nodejs_eventloop_lag_p99_seconds');
+      // prom-client's default metric: its standard name, or with the prefix earlier builds gave it
+      const lag = m.get('nodejs_eventloop_lag_p99_seconds') ?? m.get('infergate_nodejs_eventloop_lag_p99_seconds');
       if (lag !== undefined) loopLag.push(lag * 1000);
     }
   });
