@@ -1,6 +1,6 @@
 // `npm run bench -- reliability` in its smallest form (one try per attacker class, seconds of overload
 // and soak), run as a user runs it: the JSON it writes has the documented shape, and the gateway neither
-// crashed, hung, cut an answer short nor leaked an upstream request on any class.
+// crashed, hung, cut an answer short, leaked an upstream request nor forwarded what it must refuse.
 import t from 'tap';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +27,7 @@ t.test('bench reliability --cases 1 writes reliability.json with nothing broken'
   for (const c of j.cases) {
     for (const k of ['tried', 'crashes', 'hangs', 'silent_truncations', 'leaked_upstreams', 'wrong_accepts']) t.type(c[k], 'number', `${c.name}.${k} is a number`);
     t.equal(c.tried, 1, `${c.name}: one try`);
-    t.same([c.crashes, c.hangs, c.silent_truncations, c.leaked_upstreams], [0, 0, 0, 0], `${c.name}: no crash, hang, truncation or leak (${JSON.stringify(c.failures)})`);
+    t.same([c.crashes, c.hangs, c.silent_truncations, c.leaked_upstreams, c.wrong_accepts], [0, 0, 0, 0, 0], `${c.name}: no crash, hang, truncation, leak or wrong accept (${JSON.stringify(c.failures)})`);
   }
   for (const k of ['offered_x_capacity', 'admitted_ttft_p99_ms', 'rejected_share', 'event_loop_delay_p99_ms', 'admin_p99_ms', 'peak_rss_mb']) t.type(j.overload[k], 'number', `overload.${k}`);
   t.ok((j.overload.admitted as number) > 0, 'some requests were admitted under overload');
