@@ -6,6 +6,7 @@
  *   auth      requests/s with auth off vs JWT (cached, uncached), and the cost of one verification → DIR/auth.json
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
  *   quota     tenant-quota admission cost, in memory and on a local redis-server   → DIR/quota.json
+ *   reliability  attacker classes, overload, soak and body-parsing cost against a real gateway → DIR/reliability.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -49,6 +50,10 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   quota: {
     usage: 'quota      [--ops 200000] [--sequential 5000] [--concurrency 64] [--duration 3] [--out DIR]',
     options: { ops: str, sequential: str, concurrency: str, duration: str, out: str },
+  },
+  reliability: {
+    usage: 'reliability [--quick] [--cases 40] [--overload-s 60] [--soak-s 600] [--offered 4] [--heavy 2] [--out DIR]',
+    options: { quick: flag, cases: str, 'overload-s': str, 'soak-s': str, offered: str, heavy: str, out: str },
   },
   // internal: started by the scenarios above as child processes
   'picker-child': { usage: '', options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str }, hidden: true },
@@ -135,6 +140,11 @@ async function main(): Promise<void> {
     case 'quota': {
       const { runQuota } = await import('./quota.js');
       return runQuota(opts);
+    }
+    case 'reliability': {
+      const { runReliability } = await import('./reliability.js');
+      process.exitCode = await runReliability(opts);
+      return;
     }
     case 'upstream': {
       // Internal: the fast test upstream of `overhead`, as its own process.

@@ -12,8 +12,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import { renderPrompt } from '../openai/prompt.js';
-import { estimateTokens } from '../openai/tokens.js';
+import { renderPromptHead } from '../openai/prompt.js';
+import { tokensOfChars } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
 import { AnswerUsage, withIncludeUsage, type UsageMode } from '../openai/usage.js';
@@ -56,7 +56,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   pool = '';
   poolCfg!: PoolConfig;
   forwardModel = '';
+  /** the rendered prompt's first max_blocks × block_chars characters: all the prefix index reads */
   promptText = '';
+  /** the whole rendered prompt's length, and its token estimate */
+  promptChars = 0;
   promptTokens = 0;
   private upstreamBody: Buffer = EMPTY;
   /** the client asked for `"stream": true` */
@@ -241,8 +244,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
     this.parsedBody = body;
-    this.promptText = renderPrompt(body);
-    this.promptTokens = estimateTokens(this.promptText);
+    ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(body, this.poolCfg.prefix.max_blocks * this.poolCfg.prefix.block_chars));
+    this.promptTokens = tokensOfChars(this.promptChars);
     this.timer = setTimeout(() => {
       try {
         this.onRequestTimeout();

@@ -20,6 +20,7 @@ export interface PickTarget {
   /** the model name sent upstream (an alias resolved) */
   readonly forwardModel: string;
   readonly promptText: string;
+  readonly promptChars: number;
   readonly promptTokens: number;
   /** tries sent so far (0 while picking the first) */
   readonly attempts: number;
@@ -33,7 +34,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   const t0 = performance.now();
   const pick: PickResult = ctx.router.pick(
     pool,
-    { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens, exclude },
+    { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens, exclude },
     Date.now(),
     debug || ring !== null ? PICK_EXPLAIN : PICK,
   );
@@ -63,7 +64,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   }
   const shadow = poolCfg.shadow_policy;
   if (shadow && pick.kind === 'ok' && firstTry) {
-    const alt = ctx.router.pick(pool, { model: target.forwardModel, promptText: target.promptText, promptTokens: target.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
+    const alt = ctx.router.pick(pool, { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens }, Date.now(), { policy: shadow, dryRun: true });
     ctx.metrics.shadowPick(pool, shadow, alt.kind === 'ok' ? (alt.endpoint === pick.endpoint ? 'same' : 'different') : alt.kind);
   }
   return pick;

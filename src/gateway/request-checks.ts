@@ -82,11 +82,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   }
   // Headers the client named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   if (connection) for (const name of connection.split(',')) delete forwarded[name.trim().toLowerCase()];
-  if (transferEncoding !== undefined) {
-    // the one transfer coding a request may use here is chunked, alone, and never next to a length
-    if (transferEncoding.trim().toLowerCase() !== 'chunked') badFraming = `Transfer-Encoding "${transferEncoding.slice(0, 50)}" (only "chunked" is accepted)`;
-    else if (contentLength !== undefined) badFraming = 'both Content-Length and Transfer-Encoding';
-  }
+  badFraming ??= framingProblem(contentLength, transferEncoding);
   if (!requestId || requestId.length > MAX_REQUEST_ID) requestId = newRequestId();
   forwarded['x-request-id'] = requestId;
   return {
@@ -221,4 +217,17 @@ export function addForwardedFor(forwarded: Record<string, string>, peer: string,
   const chain = forwarded['x-forwarded-for'];
   if (peer) forwarded['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer;
   if (!forwarded['x-forwarded-proto']) forwarded['x-forwarded-proto'] = scheme;
+}
+
+/**
+ * Why a request's framing could be read two ways (request smuggling), from its Content-Length (the first
+ * value; two different ones are caught while reading) and its Transfer-Encoding values joined: the one
+ * transfer coding a request may use is chunked, alone, and never next to a length. Undefined: none.
+ * Every route applies it (POST here through readRequest, GET/HEAD and the fallback in the front).
+ */
+export function framingProblem(contentLength: string | undefined, transferEncoding: string | undefined): string | undefined {
+  if (transferEncoding === undefined) return undefined;
+  if (transferEncoding.trim().toLowerCase() !== 'chunked') return `Transfer-Encoding "${transferEncoding.slice(0, 50)}" (only "chunked" is accepted)`;
+  if (contentLength !== undefined) return 'both Content-Length and Transfer-Encoding';
+  return undefined;
 }

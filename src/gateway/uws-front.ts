@@ -18,6 +18,7 @@ import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
 import { checkTlsFiles } from './tls-files.js';
 import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type Answer, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
+import { framingProblem } from './request-checks.js';
 
 export interface FrontOptions {
   /** uWS's header limit, set when it is first loaded (the same for every front of the process) */
@@ -300,9 +301,17 @@ export class Front {
       if (!this.admit(res, head)) return true;
       this.release(res); // answered at once (or, for a promised answer, soon): counted only as a check
     }
-    if (headBytes(req) <= this.maxHeaderBytes) return false;
-    res.cork(() => writeAnswer(res, this.headTooLarge, head));
-    return true;
+    if (headBytes(req) > this.maxHeaderBytes) {
+      res.cork(() => writeAnswer(res, this.headTooLarge, head));
+      return true;
+    }
+    // Framing two parsers could read differently: as on the POST routes, the connection is cut without an
+    // answer, or uWS would read the bytes after this head as a further request and serve it (smuggling).
+    if (framingFacts(req) !== undefined) {
+      res.close();
+      return true;
+    }
+    return false;
   }
 
   /** Every UPLOAD_SWEEP_MS while bodies are under way: refuse those uWS would soon cut (see UPLOAD_WINDOW_MS). */
@@ -421,6 +430,24 @@ function headBytes(req: HttpRequest): number {
   headSize = req.getMethod().length + req.getUrl().length + (req.getQuery()?.length ?? 0) + 12;
   req.forEach(countHeader);
   return headSize;
+}
+
+let framingLength: string | undefined;
+let framingTwoLengths = false;
+let framingCoding: string | undefined;
+function framingHeader(key: string, value: string): void {
+  if (key === 'content-length') {
+    if (framingLength === undefined) framingLength = value;
+    else if (framingLength !== value) framingTwoLengths = true;
+  } else if (key === 'transfer-encoding') framingCoding = framingCoding === undefined ? value : `${framingCoding}, ${value}`;
+}
+
+/** Why a GET, HEAD or fallback request's framing could be read two ways (request-checks' rule), or undefined. */
+function framingFacts(req: HttpRequest): string | undefined {
+  framingLength = framingCoding = undefined;
+  framingTwoLengths = false;
+  req.forEach(framingHeader);
+  return framingTwoLengths ? 'two different Content-Length headers' : framingProblem(framingLength, framingCoding);
 }
 
 function requestHead(req: HttpRequest, res: HttpResponse): ClientRequest {

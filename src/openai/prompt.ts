@@ -10,7 +10,7 @@
  * renders instead of overflowing the stack. Pure: no I/O. Used by the gateway (the text the router hashes),
  * the mock server's tokenizer and the benchmarks.
  */
-import { stringifyJson } from './json.js';
+import { jsonLength, stringifyJson } from './json.js';
 
 export function renderPrompt(body: Record<string, unknown>): string {
   const messages = body.messages;
@@ -46,4 +46,84 @@ function contentText(content: unknown): string {
   }
   if (content === undefined || content === null) return '';
   return stringifyJson(content);
+}
+
+/** The first characters of a rendered prompt and the whole rendering's length. */
+export interface PromptHead {
+  /** renderPrompt(body).slice(0, maxChars) */
+  text: string;
+  /** renderPrompt(body).length */
+  chars: number;
+}
+
+/**
+ * renderPrompt(body) cut to its first `maxChars` characters, and the length of the whole rendering, at a
+ * cost that does not grow with what lies past the cut beyond one walk over the parsed values: a part that
+ * starts past the cut is measured (jsonLength), never serialised, and strings are never concatenated past
+ * it. The prefix index reads only `max_blocks × block_chars` characters and the token estimate needs only
+ * the length, so a 4 MB token-id prompt costs a few milliseconds here rather than building a 5 MB string
+ * from a million pieces. Same text and length as renderPrompt, character for character (tested).
+ */
+export function renderPromptHead(body: Record<string, unknown>, maxChars: number): PromptHead {
+  const w = new HeadWriter(Math.max(0, maxChars));
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      if (m === null || typeof m !== 'object') continue;
+      const msg = m as Record<string, unknown>;
+      w.add(`<|${typeof msg.role === 'string' ? msg.role : 'user'}|>\n`);
+      const content = msg.content;
+      if (Array.isArray(content)) {
+        for (const part of content) {
+          if (part && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') w.add((part as { text: string }).text);
+          else w.json(part);
+        }
+      } else if (typeof content === 'string') w.add(content);
+      else if (content !== undefined && content !== null) w.json(content);
+      w.add('\n');
+    }
+    w.add('<|assistant|>\n');
+  } else if (typeof body.prompt === 'string') {
+    w.add(body.prompt);
+  } else if (Array.isArray(body.prompt)) {
+    const prompt = body.prompt as unknown[];
+    let i = 0;
+    for (; i < prompt.length && !w.full; i++) {
+      if (i > 0) w.add('\n');
+      const p = prompt[i];
+      if (typeof p === 'string') w.add(p);
+      else w.json(p);
+    }
+    // past the cut (a long token-id list): lengths only, in a loop that allocates nothing for a number
+    let rest = i > 0 ? 0 : -1; // a newline before each but the first
+    for (; i < prompt.length; i++) {
+      const p = prompt[i];
+      rest += 1 + (typeof p === 'string' ? p.length : jsonLength(p));
+    }
+    w.chars += Math.max(0, rest);
+  }
+  return { text: w.text, chars: w.chars };
+}
+
+/** Appends pieces while the head has room; counts every piece's length. */
+class HeadWriter {
+  text = '';
+  chars = 0;
+  constructor(private readonly max: number) {}
+
+  get full(): boolean {
+    return this.text.length >= this.max;
+  }
+
+  add(s: string): void {
+    this.chars += s.length;
+    const room = this.max - this.text.length;
+    if (room > 0) this.text += s.length <= room ? s : s.slice(0, room);
+  }
+
+  json(v: unknown): void {
+    // a number (a token id) as String gives: the same text as JSON.stringify for a finite one, cheaper
+    if (!this.full) this.add(typeof v === 'number' ? (Number.isFinite(v) ? String(v) : 'null') : stringifyJson(v));
+    else this.chars += jsonLength(v);
+  }
 }

@@ -8,5 +8,10 @@ export const CHARS_PER_TOKEN = 4;
 
 /** Estimated tokens of a text: ceil(chars / CHARS_PER_TOKEN). */
 export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / CHARS_PER_TOKEN);
+  return tokensOfChars(text.length);
+}
+
+/** The same estimate from a length alone (the gateway counts a long prompt without rendering all of it). */
+export function tokensOfChars(chars: number): number {
+  return Math.ceil(chars / CHARS_PER_TOKEN);
 }

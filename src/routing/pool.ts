@@ -252,10 +252,8 @@ export class PoolRouter implements TicketOwner {
     for (let i = 0; i < list.length; i++) ids[i] = list[i].id;
     this.idx.match(chain, ids, this.matchBuf, list.length, totalBlocks);
     const promptTokens = Math.max(0, input.promptTokens);
-    const cpt =
-      !input.prefixBlocks && input.promptText.length > 0 && promptTokens > 0
-        ? input.promptText.length / promptTokens
-        : this.tuning.charsPerToken;
+    const promptChars = input.promptChars ?? input.promptText.length;
+    const cpt = !input.prefixBlocks && promptChars > 0 && promptTokens > 0 ? promptChars / promptTokens : this.tuning.charsPerToken;
 
     table.totalBlocks = totalBlocks;
     const allSaturated = table.build(list, this.matchBuf, cfg, promptTokens, cpt, now);

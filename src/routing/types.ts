@@ -28,8 +28,13 @@ export interface EndpointSignals {
 export interface PickInput {
   /** the model name to forward (after alias resolution); salts the prefix hashes */
   model: string;
-  /** renderPrompt(body) — the router cuts and hashes it itself */
+  /**
+   * renderPrompt(body) — the router cuts and hashes it itself; it reads at most max_blocks × block_chars
+   * characters, so a caller may pass only those (and the whole length as promptChars)
+   */
   promptText: string;
+  /** the whole rendered prompt's length when promptText is cut short; default promptText.length */
+  promptChars?: number;
   /** estimate of the prompt's tokens (chars/4) */
   promptTokens: number;
   /** endpoints not to use (already failed for this request) */
