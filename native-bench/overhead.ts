@@ -35,7 +35,7 @@ export interface OverheadEntry {
 }
 
 /** CPU clock ticks of a process and, with `children`, of its child processes (nginx's worker). */
-function cpuTicks(pid: number, children = false): [number, number] | null {
+export function cpuTicks(pid: number, children = false): [number, number] | null {
   const pids = [pid];
   if (children) {
     try {
