@@ -76,7 +76,7 @@ const DONE = Buffer.from('data: [DONE]');
 const EVENT_END = Buffer.from('\n\n');
 
 /** What all slots of one cell share: counters, the delay histogram, and whether to keep going. */
-class Load {
+export class StreamLoad {
   running = true;
   measuring = false;
   eventsInWindow = 0;
@@ -119,7 +119,7 @@ export class StreamSlot implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
   active = false;
   constructor(
-    private readonly load: Load,
+    private readonly load: StreamLoad,
     private readonly client: Dispatcher,
     private readonly body: Buffer,
     private readonly path = '/v1/chat/completions',
@@ -298,7 +298,7 @@ async function warmProxy(url: string): Promise<void> {
 }
 
 async function runCell(name: Target, url: string, streams: number, proxyPids: () => number[], upstreamPid: number, s: CellSettings, progress: Progress): Promise<StreamsEntry> {
-  const load = new Load(s.events);
+  const load = new StreamLoad(s.events);
   const body = Buffer.from(JSON.stringify({ model: UPSTREAM_MODEL, messages: [{ role: 'user', content: 'Write a long answer.' }], max_tokens: s.events, stream: true }));
   const clients: Client[] = [];
   const slots: StreamSlot[] = [];
