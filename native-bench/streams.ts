@@ -14,7 +14,7 @@
  * `dispatch` handler API (no streams, no string decoding), and a byte scan for `data: {"t":` in each chunk.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createHistogram, monitorEventLoopDelay, type RecordableHistogram } from 'node:perf_hooks';
@@ -24,6 +24,7 @@ import { Progress, clockTicks, freePort, numOpt, round, sleep, startProcess, wri
 import { gatewayAvailable, startGateway, type Gateway } from './gateway.js';
 import { startNginx, type Nginx } from './nginx.js';
 import { cpuTicks } from './overhead.js';
+import { topFunctions } from './profile.js';
 import { UPSTREAM_MODEL, monotonicUs } from './upstream.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
@@ -62,6 +63,8 @@ export interface StreamsEntry {
   broken_reasons: Record<string, number>;
   client: { cpu_cores: number; loop_delay_p99_ms: number };
   upstream_cpu_cores: number | null;
+  /** with --profile, infergate's cells: its top functions by self time over the whole cell */
+  profile?: ReturnType<typeof topFunctions>;
   /** whether the load generator kept up (its event-loop delay and CPU share within bounds) */
   valid: boolean;
   invalid_reason?: string;
@@ -71,7 +74,6 @@ export interface StreamsEntry {
 // The load generator
 
 const MARK = Buffer.from('data: {"t":');
-const N_FIELD = Buffer.from(',"n":');
 const DONE = Buffer.from('data: [DONE]');
 const EVENT_END = Buffer.from('\n\n');
 
@@ -160,7 +162,8 @@ export class StreamSlot implements Dispatcher.DispatchHandler {
       this.tail = null;
     }
     // complete events only: up to the last blank line; the rest waits for the next chunk
-    const end = buf.lastIndexOf(EVENT_END);
+    const len = buf.length;
+    const end = len >= 2 && buf[len - 1] === 10 && buf[len - 2] === 10 ? len - 2 : buf.lastIndexOf(EVENT_END);
     if (end < 0) {
       this.tail = Buffer.from(buf);
       return;
@@ -178,8 +181,9 @@ export class StreamSlot implements Dispatcher.DispatchHandler {
         c = buf[++j];
       }
       let n = -1;
-      if (buf.compare(N_FIELD, 0, N_FIELD.length, j, j + N_FIELD.length) === 0) {
-        j += N_FIELD.length;
+      // `,"n":` follows the stamp
+      if (buf[j] === 44 && buf[j + 1] === 34 && buf[j + 2] === 110 && buf[j + 3] === 34 && buf[j + 4] === 58) {
+        j += 5;
         n = 0;
         c = buf[j];
         while (c >= 48 && c <= 57) {
@@ -461,6 +465,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
   const warmupS = numOpt(opts, 'warmup', 2);
   const rampS = numOpt(opts, 'ramp', 1);
   const lagBoundMs = numOpt(opts, 'lag-bound-ms', 50);
+  const doProfile = opts.has('profile');
   const out = opts.get('out') ?? 'bench-out';
   const wanted = parseList(opts.get('targets'), TARGETS.join(','));
   for (const S of steps) if (!Number.isInteger(S) || S < 1) throw new Error(`--streams must list integers ≥ 1, not ${opts.get('streams')}`);
@@ -515,6 +520,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
               dir, model: UPSTREAM_MODEL, endpoints: [`127.0.0.1:${upPort}`], policy: 'round_robin',
               // one endpoint holding S streams: the in-flight count is not a saturation signal here
               pool: { saturation: { queue_depth: 1_000_000, kv_cache: 1 } },
+              nodeArgs: doProfile ? ['--cpu-prof', '--cpu-prof-dir', path.join(dir, `prof-${S}`)] : [],
             });
             const pid = gw.proc.child.pid!;
             pids = () => [pid];
@@ -530,6 +536,20 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
         } finally {
           if (gw) await gw.proc.stop();
           if (nginx) await nginx.stop();
+        }
+        if (doProfile && t === 'infergate' && entries.at(-1)?.name === 'infergate') {
+          // the gateway writes its profile when it exits (SIGTERM above)
+          const pdir = path.join(dir, `prof-${S}`);
+          try {
+            const f = readdirSync(pdir).find((n) => n.endsWith('.cpuprofile'));
+            if (f) {
+              entries.at(-1)!.profile = topFunctions(path.join(pdir, f), 15);
+              mkdirSync(out, { recursive: true });
+              copyFileSync(path.join(pdir, f), path.join(out, `infergate-streams-${S}.cpuprofile`));
+            } else notes.push(`profile S=${S}: no .cpuprofile written`);
+          } catch (err) {
+            notes.push(`profile S=${S}: ${(err as Error).message}`);
+          }
         }
       }
     }
@@ -547,6 +567,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
   }
   const file = writeResult(out, 'streams.json', 'streams', {
     streams: steps, events, rate, duration_s: durationS, warmup_s: warmupS, ramp_s: rampS, targets, lag_bound_ms: lagBoundMs, open_file_limit: nofile,
+    profile: doProfile,
     load_generator: 'this process: one undici Client (connection) per stream, dispatch handler, byte scan per chunk; closed loop',
     upstream: 'native-bench/upstream.ts paced: E events at R/s per stream, each stamped with its send time (CLOCK_MONOTONIC µs)',
     nginx: '1 worker, proxy_buffering off, upstream keepalive',
@@ -558,6 +579,11 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
   }
   lines.push('', `verdict at S = ${VERDICT_STREAMS}: ${verdict.met === null ? 'not measured' : verdict.met ? 'met' : 'not met'}`);
   for (const i of verdict.items) lines.push(`  ${i.target}: ${i.value ?? '-'} (${i.limit}) ${i.met === null ? 'not measured' : i.met ? 'met' : 'NOT met'}${i.valid === false ? ' (run not valid)' : ''}`);
+  for (const e of entries) {
+    if (!e.profile) continue;
+    lines.push('', `infergate S=${e.streams} CPU profile (whole cell, ${e.profile.total_ms} ms, idle ${e.profile.idle_pct}%; shares of busy time): by area ${JSON.stringify(e.profile.by_area)}`);
+    for (const f of e.profile.top.slice(0, 12)) lines.push(`  ${String(f.self_pct).padStart(6)}%  ${f.function}  ${f.where}`);
+  }
   for (const n of notes) lines.push(`note: ${n}`);
   console.log(lines.join('\n'));
   console.log(`\nwrote ${file}`);
