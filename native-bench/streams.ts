@@ -38,6 +38,10 @@ const CLIENT_CPU_LIMIT = 0.9;
 /** The open-file limit this scenario raises itself (and so its children) to, at least. */
 const NOFILE = 65536;
 const NOFILE_ENV = 'INFERGATE_BENCH_NOFILE_RAISED';
+/** The drain after a window waits while events arrive, at most this long (or 3 stream lengths if more)... */
+const DRAIN_CAP_S = 120;
+/** ...and gives up on streams that saw no event for this long. */
+const DRAIN_STALL_S = 10;
 
 export interface StreamsEntry {
   name: Target;
@@ -90,7 +94,10 @@ export class StreamLoad {
   busy = 0;
   private idleWaiters: Array<() => void> = [];
   constructor(readonly events: number) {}
+  /** events received in the whole cell (to tell a slow drain from a stalled one) */
+  eventsTotal = 0;
   event(delayUs: number): void {
+    this.eventsTotal++;
     if (!this.measuring) return;
     this.eventsInWindow++;
     this.delayUs.record(delayUs >= 1 ? delayUs : 1);
@@ -350,14 +357,30 @@ async function runCell(name: Target, url: string, streams: number, proxyPids: ()
     const cpu1 = isProxy ? cpuTicks(pids[0], name === 'nginx') : null;
     const up1 = cpuTicks(upstreamPid);
     eld.disable();
-    // drain: no new streams; every started one must end (whole or not) within twice its length + 10 s
+    // drain: no new streams; every started one must end. A slow target is waited for as long as events
+    // keep arriving (up to DRAIN_CAP_S); streams still open after DRAIN_STALL_S without any event, or at
+    // the cap, are cut and count as not whole.
     load.running = false;
-    progress.line(`${name} S=${streams}: draining`);
-    const drainMs = (2 * s.events) / s.rate * 1000 + 10_000;
-    const drained = await Promise.race([load.idle().then(() => true), sleep(drainMs).then(() => false)]);
-    if (!drained) {
-      for (const sl of slots) if (sl.active) sl.abort('not finished at the drain deadline');
-      await Promise.race([load.idle(), sleep(5000)]);
+    const d0 = performance.now();
+    let lastEvents = load.eventsTotal;
+    let lastProgress = d0;
+    let cut: string | null = null;
+    while (load.busy > 0) {
+      await Promise.race([load.idle(), sleep(500)]);
+      const now = performance.now();
+      if (load.eventsTotal !== lastEvents) {
+        lastEvents = load.eventsTotal;
+        lastProgress = now;
+      }
+      progress.line(`${name} S=${streams}: draining, ${load.busy} streams still open`);
+      if (load.busy === 0) break;
+      if (now - lastProgress > DRAIN_STALL_S * 1000) cut = `stalled: no event for ${DRAIN_STALL_S} s in the drain`;
+      else if (now - d0 > Math.max(DRAIN_CAP_S * 1000, ((3 * s.events) / s.rate) * 1000)) cut = 'still open at the drain cap';
+      if (cut) {
+        for (const sl of slots) if (sl.active) sl.abort(cut);
+        await Promise.race([load.idle(), sleep(5000)]);
+        break;
+      }
     }
 
     const ev = load.eventsInWindow;
@@ -532,6 +555,10 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
           }
           const e = await runCell(t, url, S, pids, upstreamPid, s, progress);
           entries.push(e);
+          if (!e.whole && gw) {
+            const said = gw.proc.output().trim().split('\n').slice(-5).join(' | ');
+            if (said) notes.push(`infergate S=${S} said (last lines): ${said.slice(0, 1500)}`);
+          }
           progress.stepDone(summaryLine(e));
         } finally {
           if (gw) await gw.proc.stop();
