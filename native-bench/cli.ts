@@ -24,7 +24,7 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   },
   streams: {
     usage: `streams    [--streams 100,1000,4000] [--events 256] [--rate 30] [--duration 10] [--warmup 2] [--ramp 1]
-             [--targets direct,nginx,infergate] [--lag-bound-ms 50] [--profile] [--out DIR]`,
+             [--targets direct,nginx,infergate(,relay)] [--lag-bound-ms 50] [--profile] [--out DIR]`,
     options: { streams: str, events: str, rate: str, duration: str, warmup: str, ramp: str, targets: str, 'lag-bound-ms': str, profile: flag, out: str },
   },
   picker: {

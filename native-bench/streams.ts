@@ -28,7 +28,9 @@ import { topFunctions } from './profile.js';
 import { UPSTREAM_MODEL, monotonicUs } from './upstream.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cli.js');
-const TARGETS = ['direct', 'nginx', 'infergate'] as const;
+/** `relay` (the bare uWS + undici floor of `overhead`) only when asked for: a reference, not a target of the issue. */
+const TARGETS = ['direct', 'nginx', 'relay', 'infergate'] as const;
+const DEFAULT_TARGETS = 'direct,nginx,infergate';
 type Target = (typeof TARGETS)[number];
 /** The step of S at which the issue's targets are judged. */
 export const VERDICT_STREAMS = 1000;
@@ -490,7 +492,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
   const lagBoundMs = numOpt(opts, 'lag-bound-ms', 50);
   const doProfile = opts.has('profile');
   const out = opts.get('out') ?? 'bench-out';
-  const wanted = parseList(opts.get('targets'), TARGETS.join(','));
+  const wanted = parseList(opts.get('targets'), DEFAULT_TARGETS);
   for (const S of steps) if (!Number.isInteger(S) || S < 1) throw new Error(`--streams must list integers ≥ 1, not ${opts.get('streams')}`);
   if (!Number.isInteger(events) || events < 2) throw new Error(`--events must be an integer ≥ 2, not ${events}`);
   if (!(rate > 0 && rate <= 1000)) throw new Error(`--rate must be in (0, 1000] events/s, not ${rate}`);
@@ -529,6 +531,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
         progress.step(`${t} S=${S}: starting`);
         let nginx: Nginx | null = null;
         let gw: Gateway | null = null;
+        let relay: Proc | null = null;
         try {
           let url = `http://127.0.0.1:${upPort}`;
           let pids: () => number[] = () => [];
@@ -538,6 +541,12 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
             const pid = nginx.pid;
             pids = () => withChildren(pid);
             url = `http://127.0.0.1:${nginx.port}`;
+          } else if (t === 'relay') {
+            const port = await freePort();
+            relay = await startProcess(process.execPath, [CLI, 'relay', '--port', String(port), '--upstream', `http://127.0.0.1:${upPort}`], { readyPattern: /^relay listening/, name: 'relay' });
+            const pid = relay.child.pid!;
+            pids = () => [pid];
+            url = `http://127.0.0.1:${port}`;
           } else if (t === 'infergate') {
             gw = await startGateway({
               dir, model: UPSTREAM_MODEL, endpoints: [`127.0.0.1:${upPort}`], policy: 'round_robin',
@@ -562,6 +571,7 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
           progress.stepDone(summaryLine(e));
         } finally {
           if (gw) await gw.proc.stop();
+          if (relay) await relay.stop();
           if (nginx) await nginx.stop();
         }
         if (doProfile && t === 'infergate' && entries.at(-1)?.name === 'infergate') {
