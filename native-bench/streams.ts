@@ -568,6 +568,12 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
             const said = gw.proc.output().trim().split('\n').slice(-5).join(' | ');
             if (said) notes.push(`infergate S=${S} said (last lines): ${said.slice(0, 1500)}`);
           }
+          if (!e.whole && nginx) {
+            let log = '';
+            try { log = readFileSync(path.join(dir, `nginx-${S}`, 'error.log'), 'utf8'); } catch { /* none */ }
+            const said = log.trim().split('\n').slice(-5).join(' | ');
+            if (said) notes.push(`nginx S=${S} error.log (last lines): ${said.slice(0, 1500)}`);
+          }
           progress.stepDone(summaryLine(e));
         } finally {
           if (gw) await gw.proc.stop();
