@@ -505,15 +505,15 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
     targets = targets.filter((t) => t !== 'infergate');
   }
 
-  // A proxy holds two sockets per stream (client and upstream side).
-  const need = 2 * Math.max(...steps) + 512;
+  // A proxy holds two sockets per stream (client and upstream side); nginx is allowed 3 S + 1,024.
+  const need = 3 * Math.max(...steps) + 1100;
   const rerun = await rerunWithMoreFiles(need);
   if (rerun !== null) {
     process.exitCode = rerun;
     return;
   }
   const nofile = openFileLimit();
-  if (nofile < need) throw new Error(`open-file limit is ${nofile}, S = ${Math.max(...steps)} needs about ${need} (two sockets per stream in a proxy); raise the hard limit (ulimit -Hn) or lower --streams`);
+  if (nofile < need) throw new Error(`open-file limit is ${nofile}, S = ${Math.max(...steps)} needs about ${need} (two sockets per stream in a proxy, and room for idle ones); raise the hard limit (ulimit -Hn) or lower --streams`);
 
   const s: CellSettings = { events, rate, durationS, warmupS, rampS, lagBoundMs, clkTck: clockTicks() };
   const dir = mkdtempSync(path.join(os.tmpdir(), 'infergate-streams-'));
@@ -536,7 +536,10 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
           let url = `http://127.0.0.1:${upPort}`;
           let pids: () => number[] = () => [];
           if (t === 'nginx') {
-            nginx = await startNginx(path.join(dir, `nginx-${S}`), await freePort(), upPort, { workerConnections: 2 * S + 256, upstreamKeepalive: Math.max(128, S) });
+            // worker_connections counts client, upstream and idle cached upstream connections: 2 S + 256 was too
+            // few at S = 4,000 ("worker_connections are not enough, reusing connections": it then closed
+            // keep-alive client connections under the generator)
+            nginx = await startNginx(path.join(dir, `nginx-${S}`), await freePort(), upPort, { workerConnections: 3 * S + 1024, upstreamKeepalive: Math.max(128, S) });
             nginxVersion = nginx.version;
             const pid = nginx.pid;
             pids = () => withChildren(pid);
