@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- SCENARIO [options]`: infergate's benchmarks.
  *   overhead  proxy cost against direct, nginx and the bare relay (wrk)     → DIR/overhead.json
+ *   streams   S long paced SSE streams held through nginx and infergate: CPU, RSS, delay per event → DIR/streams.json
  *   picker    router pick time and prefix-index memory                        → DIR/picker.json
  *   policies  live replay of a trace through the gateway, per policy, vs simulate → DIR/result.json, DIR/report.html
  *   auth      requests/s with auth off vs JWT (cached, uncached), and the cost of one verification → DIR/auth.json
@@ -23,6 +24,11 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
     usage: `overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate]
              [--fixed-duration 5] [--fixed-rate-max 5000] [--profile] [--out DIR]`,
     options: { connections: str, duration: str, modes: str, targets: str, 'fixed-duration': str, 'fixed-rate-max': str, profile: flag, out: str },
+  },
+  streams: {
+    usage: `streams    [--streams 100,1000,4000] [--events 256] [--rate 30] [--duration 10] [--warmup 2] [--ramp 1]
+             [--targets direct,nginx,infergate(,relay)] [--lag-bound-ms 50] [--profile] [--out DIR]`,
+    options: { streams: str, events: str, rate: str, duration: str, warmup: str, ramp: str, targets: str, 'lag-bound-ms': str, profile: flag, out: str },
   },
   picker: {
     usage: 'picker     [--endpoints 64] [--blocks 200000] [--prompt-chars 16384] [--picks 20000] [--policy scored] [--out DIR]',
@@ -57,7 +63,7 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   },
   // internal: started by the scenarios above as child processes
   'picker-child': { usage: '', options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str }, hidden: true },
-  upstream: { usage: '', options: { port: str, model: str }, hidden: true },
+  upstream: { usage: '', options: { port: str, model: str, events: str, rate: str }, hidden: true },
   relay: { usage: '', options: { port: str, upstream: str }, hidden: true },
 };
 
@@ -115,6 +121,10 @@ async function main(): Promise<void> {
       const { runOverhead } = await import('./overhead.js');
       return runOverhead(opts);
     }
+    case 'streams': {
+      const { runStreams } = await import('./streams.js');
+      return runStreams(opts);
+    }
     case 'picker': {
       const { runPicker } = await import('./picker.js');
       return runPicker(opts);
@@ -147,10 +157,12 @@ async function main(): Promise<void> {
       return;
     }
     case 'upstream': {
-      // Internal: the fast test upstream of `overhead`, as its own process.
+      // Internal: the fast test upstream of `overhead` (and, with --rate, the paced one of `streams`), as its own process.
       const { startUpstream, UPSTREAM_MODEL } = await import('./upstream.js');
       const port = numOpt(opts, 'port', 0);
-      await startUpstream(port, opts.get('model') ?? UPSTREAM_MODEL);
+      const rate = numOpt(opts, 'rate', 0);
+      const paced = rate > 0 ? { events: numOpt(opts, 'events', 256), rate } : undefined;
+      await startUpstream(port, opts.get('model') ?? UPSTREAM_MODEL, paced);
       console.log(`upstream listening on http://127.0.0.1:${port}`);
       const stop = (): void => process.exit(0);
       process.on('SIGTERM', stop);

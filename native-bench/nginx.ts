@@ -8,13 +8,18 @@ import { connect } from 'node:net';
 import path from 'node:path';
 import { ensureTool, sleep, stopOnExit } from './common.js';
 
-export function nginxConfig(dir: string, listenPort: number, upstreamPort: number): string {
+/** For many long-lived connections (`streams`): the worker's connection and open-file limits, and how many idle upstream connections it keeps. */
+export interface NginxSizing { workerConnections: number; upstreamKeepalive: number }
+const DEFAULT_SIZING: NginxSizing = { workerConnections: 8192, upstreamKeepalive: 128 };
+
+export function nginxConfig(dir: string, listenPort: number, upstreamPort: number, sizing: NginxSizing = DEFAULT_SIZING): string {
   const t = (n: string): string => path.join(dir, n);
   return `worker_processes 1;
+worker_rlimit_nofile ${sizing.workerConnections + 64};
 daemon off;
 pid ${t('nginx.pid')};
 error_log ${t('error.log')} warn;
-events { worker_connections 8192; }
+events { worker_connections ${sizing.workerConnections}; }
 http {
   access_log off;
   client_body_temp_path ${t('client_body')};
@@ -25,7 +30,7 @@ http {
   keepalive_requests 1000000;
   upstream llm {
     server 127.0.0.1:${upstreamPort};
-    keepalive 128;
+    keepalive ${sizing.upstreamKeepalive};
     keepalive_requests 1000000;
   }
   server {
@@ -62,11 +67,11 @@ export async function waitForPort(port: number, timeoutMs: number, child?: Child
 
 export interface Nginx { port: number; version: string; pid: number; stop: () => Promise<void> }
 
-export async function startNginx(dir: string, listenPort: number, upstreamPort: number): Promise<Nginx> {
+export async function startNginx(dir: string, listenPort: number, upstreamPort: number, sizing?: NginxSizing): Promise<Nginx> {
   const bin = ensureTool('nginx');
   mkdirSync(dir, { recursive: true });
   const conf = path.join(dir, 'nginx.conf');
-  writeFileSync(conf, nginxConfig(dir, listenPort, upstreamPort));
+  writeFileSync(conf, nginxConfig(dir, listenPort, upstreamPort, sizing));
   const log = path.join(dir, 'error.log');
   const v = spawnSync(bin, ['-v'], { encoding: 'utf8' });
   const version = (v.stderr || v.stdout).trim().replace(/^nginx version:\s*/, '');
