@@ -16,7 +16,7 @@ function run(script: string, args: string[]) {
 }
 
 const commands = ['serve', 'check-config', 'schema', 'mock', 'demo', 'token', 'simulate', 'version'];
-const scenarios = ['overhead', 'picker', 'policies', 'mock', 'quota', 'auth', 'reliability'];
+const scenarios = ['overhead', 'streams', 'picker', 'policies', 'mock', 'quota', 'auth', 'reliability'];
 
 t.test('infergate COMMAND --help', async (t) => {
   for (const c of commands) {
