@@ -21,7 +21,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
-import { INFERGATE_CLI, clockTicks, freePort, freePortRange, numOpt, percentileSorted, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
+import { INFERGATE_CLI, Progress, clockTicks, freePort, freePortRange, numOpt, percentileSorted, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
 import { promSums } from './prom.js';
 import { finalAnswer, rawExchange, judge, type RawResult } from './rawhttp.js';
 import { CASES, type CaseTry, type Target } from './reliability-cases.js';
@@ -456,17 +456,30 @@ export async function runReliability(opts: Map<string, string>): Promise<number>
   let code = 0;
   try {
     const cases: CaseFigures[] = [];
+    // on a terminal: which part runs, k/N and the time left (quiet in logs and CI; the result lines stay)
+    const progress = new Progress('reliability', CASES.length + (soakS > 0 ? 1 : 0) + (overloadS > 0 ? 1 : 0));
     for (const c of CASES) {
-      const fig = await runClass(s, c, tries, 12); // most of a class's time is spent waiting (idle timeouts)
+      progress.step(`${c.name}: ${tries} tries`);
+      const fig = await runClass(s, c, tries, 12);
+      progress.stepDone(); // most of a class's time is spent waiting (idle timeouts)
       cases.push(fig);
       process.stderr.write(`${c.name}: ${fig.tried} tried, ${fig.crashes} crashes, ${fig.hangs} hangs, ${fig.silent_truncations} truncations, ${fig.leaked_upstreams} leaked, ${fig.wrong_accepts} wrong accepts ${JSON.stringify(fig.outcomes)}\n`);
       for (const f of fig.failures) process.stderr.write(`  ${f}\n`);
     }
     // the soak before the overload: after it, the heap the overload grew shrinks back and hides growth
+    if (soakS > 0) progress.step(`soak for ${soakS} s`);
     const so = soakS > 0 ? await soak(s, soakS) : null;
-    if (so) process.stderr.write(`soak: ${JSON.stringify(so)}\n`);
+    if (so) {
+      progress.stepDone();
+      process.stderr.write(`soak: ${JSON.stringify(so)}\n`);
+    }
+    if (overloadS > 0) progress.step(`overload at ${offered}x capacity for ${overloadS} s`);
     const over = overloadS > 0 ? await overload(s, offered, heavy, overloadS) : null;
-    if (over) process.stderr.write(`overload: ${JSON.stringify(over)}\n`);
+    if (over) {
+      progress.stepDone();
+      process.stderr.write(`overload: ${JSON.stringify(over)}\n`);
+    }
+    progress.finish();
     const overLeak = await drained(s, 15_000);
     const parse = parseCost(quick ? 1 : 4, 7);
     const bad = cases.reduce((n, c) => n + c.crashes + c.hangs + c.silent_truncations + c.leaked_upstreams + c.wrong_accepts, 0) + overLeak + (s.gw.exited ? 1 : 0);
