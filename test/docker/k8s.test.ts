@@ -79,15 +79,18 @@ function quantity(q: string | number): number {
   return Number(m[1]) * unit;
 }
 
-const podLabels = deployment.spec.template.metadata.labels as Obj;
+// checked present by the first test
+const dep = deployment as Obj;
+const cm = configMap as Obj;
+const podLabels = dep.spec.template.metadata.labels as Obj;
 const selects = (selector: Obj) => Object.entries(selector).every(([k, v]) => podLabels[k] === v);
 
 t.test('two replicas, the Deployment\'s selector matches its pods, and a rollout never goes below two', async (t) => {
-  t.equal(deployment.spec.replicas, 2);
-  t.ok(Object.keys(deployment.spec.selector.matchLabels).length > 0 && selects(deployment.spec.selector.matchLabels), 'selector matches the template labels');
-  t.equal(deployment.spec.strategy.type, 'RollingUpdate');
-  t.equal(deployment.spec.strategy.rollingUpdate.maxUnavailable, 0);
-  t.ok(deployment.spec.strategy.rollingUpdate.maxSurge >= 1, 'a new pod comes up first');
+  t.equal(dep.spec.replicas, 2);
+  t.ok(Object.keys(dep.spec.selector.matchLabels).length > 0 && selects(dep.spec.selector.matchLabels), 'selector matches the template labels');
+  t.equal(dep.spec.strategy.type, 'RollingUpdate');
+  t.equal(dep.spec.strategy.rollingUpdate.maxUnavailable, 0);
+  t.ok(dep.spec.strategy.rollingUpdate.maxSurge >= 1, 'a new pod comes up first');
   const spread = pod.topologySpreadConstraints?.[0] as Obj;
   t.equal(spread?.topologyKey, 'kubernetes.io/hostname', 'replicas spread over nodes');
   t.ok(selects(spread.labelSelector.matchLabels), 'the spread counts these pods');
@@ -108,11 +111,11 @@ t.test('the PodDisruptionBudget selects the gateway pods and lets a drain evict 
   const pdb = byKind('PodDisruptionBudget', 'infergate')!;
   t.equal(pdb.apiVersion, 'policy/v1');
   t.ok(selects(pdb.spec.selector.matchLabels), 'its selector matches the Deployment\'s pods');
-  t.same(pdb.spec.selector.matchLabels, deployment.spec.selector.matchLabels, 'the same labels as the Deployment selects');
+  t.same(pdb.spec.selector.matchLabels, dep.spec.selector.matchLabels, 'the same labels as the Deployment selects');
   t.notOk('minAvailable' in pdb.spec && 'maxUnavailable' in pdb.spec, 'one of minAvailable, maxUnavailable');
-  const min = pdb.spec.minAvailable ?? deployment.spec.replicas - pdb.spec.maxUnavailable;
+  const min = pdb.spec.minAvailable ?? dep.spec.replicas - pdb.spec.maxUnavailable;
   t.ok(min >= 1, `at least one gateway stays (${min})`);
-  t.ok(min < deployment.spec.replicas, `and one may go (${min} < ${deployment.spec.replicas}), so node drains are not blocked`);
+  t.ok(min < dep.spec.replicas, `and one may go (${min} < ${dep.spec.replicas}), so node drains are not blocked`);
 });
 
 t.test('the Services select pods that exist and name ports they have', async (t) => {
@@ -123,5 +126,5 @@ t.test('the Services select pods that exist and name ports they have', async (t)
   }
   const mount = container.volumeMounts.find((m: Obj) => m.name === 'config');
   const volume = (pod.volumes as Obj[]).find((v) => v.name === mount.name);
-  t.equal(volume?.configMap?.name, configMap.metadata.name, 'the config volume is the ConfigMap');
+  t.equal(volume?.configMap?.name, cm.metadata.name, 'the config volume is the ConfigMap');
 });
