@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
+import { infergateVersion } from './common/version.js';
 
 const HELP = `infergate — an L7 gateway for LLM model servers that routes on prefix affinity and live load
 
@@ -165,8 +166,7 @@ async function checkConfig(args: string[]): Promise<number> {
 }
 
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
+  return infergateVersion();
 }
 
 main(process.argv.slice(2)).then(

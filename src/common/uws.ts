@@ -10,9 +10,18 @@
  * - when its native binary fails to load, 20.30 silently falls back to a slow ws-based copy (20.57
  *   throws). We refuse to run on that fallback.
  * - every answer would carry a `uWebSockets: 20` header; it is switched off here for the process.
+ * - inside the single executable (scripts/build-binary.mjs) no package can be required: the build that
+ *   loaded on the building host is embedded as a SEA asset (`uwsAssetName`), written to a private
+ *   temporary file (a fresh 0700 directory) and loaded with `process.dlopen`; the file is deleted as soon
+ *   as it is loaded (the mapping outlives it), or at exit where the system keeps a loaded file open.
+ *   A build not embedded is skipped like one that does not load.
  * Synchronous (the packages are CommonJS), so a constructor can call it.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as sea from 'node:sea';
 import type * as UWS from 'uWebSockets.js';
 
 /** The API we use, typed from the 20.30 declarations; 20.57 offers the same calls. */
@@ -107,6 +116,44 @@ function hostInfo(): UwsHost {
   return { node: process.versions.node, abi: process.versions.modules, platform: `${process.platform}-${process.arch}`, libc };
 }
 
+/** The SEA asset that holds a build's binary for a host: "uws-20.30/uws_linux_x64_115.node". */
+export function uwsAssetName(build: UwsBuild, platform = process.platform, arch = process.arch, abi = process.versions.modules): string {
+  return `uws-${build.version}/uws_${platform}_${arch}_${abi}.node`;
+}
+
+/** Inside the single executable: the embedded binary of `build`, through a private temporary file. */
+function loadEmbedded(build: UwsBuild): Uws {
+  const name = uwsAssetName(build);
+  let bytes: ArrayBuffer;
+  try {
+    bytes = sea.getAsset(name);
+  } catch {
+    throw new Error(`not embedded in this executable (it holds no ${name})`);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'infergate-uws-')); // mode 0700: no one else may swap the file
+  const file = join(dir, name.replace('/', '-'));
+  const remove = (): void => rmSync(dir, { recursive: true, force: true });
+  try {
+    writeFileSync(file, new Uint8Array(bytes), { mode: 0o700 });
+    const module = { exports: {} as Uws };
+    process.dlopen(module, file);
+    return module.exports;
+  } finally {
+    try {
+      remove();
+    } catch {
+      // Windows keeps a loaded DLL's file locked: delete it when the process ends instead
+      process.once('exit', () => {
+        try {
+          remove();
+        } catch {
+          // nothing more to do: it is in the temporary directory
+        }
+      });
+    }
+  }
+}
+
 let loaded: UwsChoice<Uws> | undefined;
 
 export function loadUws(maxHeaderBytes?: number): Uws {
@@ -114,10 +161,11 @@ export function loadUws(maxHeaderBytes?: number): Uws {
   if (maxHeaderBytes !== undefined && process.env.UWS_HTTP_MAX_HEADERS_SIZE === undefined) {
     process.env.UWS_HTTP_MAX_HEADERS_SIZE = String(maxHeaderBytes);
   }
-  const require = createRequire(import.meta.url);
+  const inSea = sea.isSea();
+  const require = inSea ? undefined : createRequire(import.meta.url);
   loaded = chooseUws<Uws>(
     UWS_BUILDS,
-    (build) => require(build.module) as Uws,
+    (build) => (require ? (require(build.module) as Uws) : loadEmbedded(build)),
     (uws) => typeof uws.getParts === 'function',
     hostInfo,
   );

@@ -2,9 +2,9 @@
  * The gateway's Prometheus metrics (prom-client). One registry per gateway instance, so that tests and
  * the demo can run several in one process. Names are part of the user contract (shared/spec/README.md).
  */
-import { readFileSync } from 'node:fs';
 import client from 'prom-client';
 import { FastHistogram, type HistogramSeries } from './histogram.js';
+import { infergateVersion } from '../common/version.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160];
 const ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5];
@@ -44,14 +44,8 @@ export interface EndpointGaugeSource {
   uwsVersion?(): string | undefined;
 }
 
-/** infergate's own version, from the package.json beside dist/ ("unknown" where there is none). */
-const VERSION = ((): string => {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
-})();
+/** infergate's own version (package.json's, or the one built into the single executable). */
+const VERSION = infergateVersion();
 
 export class GatewayMetrics {
   readonly registry = new client.Registry();
