@@ -78,9 +78,9 @@ export interface RelayOwner {
  * uWS 20.30 closes a connection 8 to 12 s after a write it could not complete if no writable event
  * came since (its fixed 10 s timeout, on a 4 s tick), and the exchange would only see an abort that
  * looks like the client's. The relay ends such a stream itself before: after this long without the
- * client taking a byte.
+ * client taking a byte (3 s before uWS's earliest cut, so a late timer on a busy event loop still wins).
  */
-export const NOT_READING_MS = 7_000;
+export const NOT_READING_MS = 5_000;
 const STALL_RECHECK_MS = 250;
 
 export class Relay {

@@ -80,7 +80,7 @@ t.test('a client that does not read its stream: the gateway ends it after client
   sock.pause(); // reads nothing from now on
   const body = chatBody({ stream: true });
   sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-  const warn = await until(() => logLines(gw).find((l) => l.msg.startsWith('client stalled')), 20_000, 'the stall log line');
+  const warn = await until(() => logLines(gw).find((l) => l.msg.startsWith('client stalled')), 60_000, 'the stall log line');
   t.match(warn.why, /client_stall_timeout/, 'the reason names the limit');
   const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 408 && l.closed_by === 'gateway' && l !== undefined), 5_000, 'the access-log line');
   t.equal(line.closed_by, 'gateway', 'the access log says the gateway closed it (not 499)');
