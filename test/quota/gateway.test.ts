@@ -22,6 +22,7 @@ const bob = await mint('bob');
 const carol = await mint('carol');
 demoAuth.jwt.jwks_file = join(ROOT, 'config', 'dev-keys', 'jwks.json');
 const mock = await startMocks(1, ['--model', 'test-model', '--time-scale', '20', '--seed', '5']);
+t.teardown(() => mock.kill()); // registered at once: a gateway that fails to start must not leave it running
 const gw = await startGateway(
   gatewayConfig(mock.endpoints, {
     over: {
@@ -33,10 +34,7 @@ const gw = await startGateway(
     },
   }),
 );
-t.teardown(async () => {
-  await gw.stop();
-  await mock.kill();
-});
+t.teardown(() => gw.stop());
 
 const chat = (token: string, body: Record<string, unknown> = {}, signal?: AbortSignal) =>
   fetch(`${gw.url}/v1/chat/completions`, {
