@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { loadConfigFile, ConfigError } from './config/load.js';
+import { loadConfigOrReport } from './config/load.js';
 import { exitDespiteIdleConnections } from './common/listen.js';
 
 export async function demoMain(args: string[]): Promise<number> {
@@ -41,16 +41,8 @@ export async function demoMain(args: string[]): Promise<number> {
     const { ensureDevKey } = await import('./auth/dev-keys.js');
     await ensureDevKey();
   }
-  let config;
-  try {
-    config = loadConfigFile(file);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  const config = loadConfigOrReport(file);
+  if (!config) return 1;
   const portOf = (flag: string, v: string | undefined): number | undefined => {
     if (v === undefined) return undefined;
     const n = Number(v);

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../common/units.js';
-import { loadConfigFile, ConfigError } from '../config/load.js';
+import { loadConfigOrReport } from '../config/load.js';
 import { PRIORITIES } from './claims.js';
 import { ensureDevKey, mintToken, readSigningKey, DEV_KEY_DIR } from './dev-keys.js';
 
@@ -56,16 +56,8 @@ export async function tokenMain(args: string[]): Promise<number> {
   const file = values.config ?? DEMO_CONFIG;
   // the dev key pair first: a config that names its key set (config/demo.yaml) is checked for that file
   await ensureDevKey();
-  let config;
-  try {
-    config = loadConfigFile(file);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  const config = loadConfigOrReport(file);
+  if (!config) return 1;
   const jwt = config.auth.jwt;
   if (config.auth.mode !== 'jwt' || !jwt) {
     process.stderr.write(`infergate token: ${file} has auth.mode "${config.auth.mode}": its gateway takes no tokens\n`);

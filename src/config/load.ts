@@ -149,3 +149,17 @@ export function formatProblems(file: string, problems: ConfigProblem[], label?: 
     .map((p) => `${file}${p.line !== undefined ? `:${p.line}` : ''}: ${label ? `${label}: ` : ''}${p.path ? `${p.path}: ` : ''}${p.message}`)
     .join('\n');
 }
+
+/**
+ * For the small commands (demo, token): the file's config, or undefined after its problems were written to
+ * stderr. Anything that is not a config problem is thrown as it came.
+ */
+export function loadConfigOrReport(file: string): Config | undefined {
+  try {
+    return loadConfigFile(file);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    return undefined;
+  }
+}
