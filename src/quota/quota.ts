@@ -191,9 +191,13 @@ export class Quota {
     await this.redis?.close();
   }
 
-  /** For tests: the in-process counts' requests in flight of a tenant, and the Redis leases held here. */
-  debugState(tenant: string): { localInFlight: number; redisLeases: number } {
-    return { localInFlight: this.memory.inFlight(tenant), redisLeases: this.redis?.heldLeases ?? 0 };
+  /** For tests: the in-process counts' requests in flight of a tenant, the Redis leases held here, and work owed to Redis. */
+  debugState(tenant: string): { localInFlight: number; redisLeases: number; owed: { charges: number; releases: number; dropped: number } } {
+    return {
+      localInFlight: this.memory.inFlight(tenant),
+      redisLeases: this.redis?.heldLeases ?? 0,
+      owed: this.redis?.owed ?? { charges: 0, releases: 0, dropped: 0 },
+    };
   }
 }
 

@@ -13,6 +13,11 @@
  * Every command has quota.redis.timeout (ioredis commandTimeout) and nothing is queued while the
  * connection is down (enableOfflineQueue: false): a call fails fast and the caller applies
  * quota.on_backend_error. ioredis reconnects by itself (every 50 ms to 1 s).
+ *
+ * Work owed while the connection is down is kept and sent when it is back: token reconciliations, summed
+ * per tenant, and lease releases (so a slot comes back at once rather than after lease_ttl). Only work that
+ * was never sent is kept: a command that timed out may still have run, and a charge sent twice would count
+ * twice. Both are bounded (OWED_MAX entries each); past that, the oldest are dropped and counted.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -122,6 +127,9 @@ return #KEYS
 /** leases renewed by one script call (a call's arguments stay small) */
 const RENEW_BATCH = 500;
 
+/** owed charges (tenants) and owed releases kept while Redis is away, each */
+export const OWED_MAX = 10_000;
+
 interface Scripted {
   quotaAdmit(bucket: string, leases: string, ...argv: Array<string | number>): Promise<unknown>;
   quotaCharge(bucket: string, ...argv: Array<string | number>): Promise<unknown>;
@@ -154,6 +162,11 @@ export class RedisStore {
   private readonly idPrefix = randomUUID();
   private nextId = 0;
   private closed = false;
+  /** bucket key → the limits it was charged under and the tokens still to charge there */
+  private readonly owedCharges = new Map<string, { rpm: number; tpm: number; delta: number }>();
+  /** lease id → its set's key: releases that could not be sent */
+  private readonly owedReleases = new Map<string, string>();
+  private owedDropped = 0;
 
   constructor(
     private readonly opts: RedisStoreOptions,
@@ -171,7 +184,10 @@ export class RedisStore {
     client.defineCommand('quotaCharge', { numberOfKeys: 1, lua: CHARGE });
     client.defineCommand('quotaRenew', { lua: RENEW });
     this.client = client as Redis & Scripted;
-    client.on('ready', () => this.events.up());
+    client.on('ready', () => {
+      this.events.up();
+      this.payOwed();
+    });
     client.on('close', () => {
       if (!this.closed) this.events.down(new Error('connection to Redis closed'));
     });
@@ -224,15 +240,62 @@ export class RedisStore {
 
   async charge(tenant: string, limits: TenantLimits, delta: number): Promise<void> {
     if (limits.tokensPerMinute === undefined || delta === 0) return;
-    await this.client.quotaCharge(this.key('b', tenant), limits.requestsPerMinute ?? 0, limits.tokensPerMinute, delta);
+    await this.chargeKey(this.key('b', tenant), limits.requestsPerMinute ?? 0, limits.tokensPerMinute, delta);
+  }
+
+  private async chargeKey(key: string, rpm: number, tpm: number, delta: number): Promise<void> {
+    if (!this.connected) {
+      const owed = this.owedCharges.get(key);
+      if (owed) {
+        owed.delta += delta;
+        owed.rpm = rpm;
+        owed.tpm = tpm;
+      } else {
+        this.makeRoom(this.owedCharges);
+        this.owedCharges.set(key, { rpm, tpm, delta });
+      }
+      return;
+    }
+    await this.client.quotaCharge(key, rpm, tpm, delta);
     this.events.up();
   }
 
   /** Gives the lease's slot back; it is no longer renewed even if Redis cannot be told now (it then expires). */
   async release(tenant: string, leaseId: string): Promise<void> {
     if (!this.held.delete(leaseId)) return;
-    await this.client.zrem(this.key('c', tenant), leaseId);
+    await this.releaseKey(this.key('c', tenant), leaseId);
+  }
+
+  private async releaseKey(key: string, leaseId: string): Promise<void> {
+    if (!this.connected) {
+      this.makeRoom(this.owedReleases);
+      this.owedReleases.set(leaseId, key);
+      return;
+    }
+    await this.client.zrem(key, leaseId);
     this.events.up();
+  }
+
+  private makeRoom(owed: Map<string, unknown>): void {
+    if (owed.size < OWED_MAX) return;
+    const oldest = owed.keys().next().value;
+    if (oldest !== undefined) owed.delete(oldest);
+    this.owedDropped++;
+  }
+
+  /** Sends what was owed while the connection was down (called when it is ready again). */
+  private payOwed(): void {
+    const charges = [...this.owedCharges];
+    const releases = [...this.owedReleases];
+    this.owedCharges.clear();
+    this.owedReleases.clear();
+    for (const [key, c] of charges) this.chargeKey(key, c.rpm, c.tpm, c.delta).catch((err: Error) => this.events.down(err));
+    for (const [id, key] of releases) this.releaseKey(key, id).catch((err: Error) => this.events.down(err));
+  }
+
+  /** Work kept for when Redis is back, and how much was dropped past OWED_MAX (for tests and debugging). */
+  get owed(): { charges: number; releases: number; dropped: number } {
+    return { charges: this.owedCharges.size, releases: this.owedReleases.size, dropped: this.owedDropped };
   }
 
   /** Leases this process holds (for tests). */

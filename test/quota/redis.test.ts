@@ -39,6 +39,7 @@ function quotaConfig(prefix: string, onError: string) {
         slots: { max_concurrent: 5 },
         tokens: { tokens_per_minute: 1000 },
         dying: { max_concurrent: 2 },
+        owing: { tokens_per_minute: 1000, max_concurrent: 1 },
       },
     },
     quota: {
@@ -129,6 +130,43 @@ t.test('the leases of a gateway that dies expire; live ones are renewed', async 
   }, 10_000, 'the dead process\'s slot expires (lease_ttl 3s)');
   t.ok(back.allowed);
   t.equal((await a.call<Admit>({ op: 'admit', tenant: 'dying' })).reason, 'concurrency', 'the live lease was never lost');
+});
+
+t.test('what a gateway owes Redis while cut off from it is sent when it is back', async (t) => {
+  const w = await worker(quotaConfig('q:', 'local'));
+  const cli = new Redis(redis.url, { maxRetriesPerRequest: 1, commandTimeout: 2_000 });
+  t.teardown(() => cli.disconnect());
+  const held = await w.call<Admit>({ op: 'admit', tenant: 'owing', tokens: 100 });
+  t.equal(held.source, 'redis');
+  t.equal(await cli.zcard('q:c:owing'), 1, 'the lease is in Redis');
+
+  // cut every other client off while Redis keeps its data: no new connection is accepted, so the
+  // gateway's reconnections fail until maxclients is raised again
+  await cli.config('SET', 'maxclients', '1');
+  try {
+    await cli.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    await until(async () => (await w.call<{ value: number }>({ op: 'gauge' })).value === 0, 10_000, 'the gateway sees Redis gone');
+    // the answer's usage (100 prompt + 500 completion) and the end of the request, while cut off
+    await w.call({ op: 'reconcile', lease: held.lease, prompt: 100, completion: 500 });
+    await w.call({ op: 'release', leases: [held.lease] });
+    const owed = await w.call<{ owed: { charges: number; releases: number } }>({ op: 'state', tenant: 'owing' });
+    t.same(owed.owed, { charges: 1, releases: 1, dropped: 0 }, 'kept, not lost');
+    t.equal(await cli.zcard('q:c:owing'), 1, 'Redis still holds the slot');
+  } finally {
+    await cli.config('SET', 'maxclients', '10000');
+  }
+  await until(async () => (await w.call<{ value: number }>({ op: 'gauge' })).value === 1, 10_000, 'reconnected');
+  await until(async () => {
+    const s = await w.call<{ owed: { charges: number; releases: number } }>({ op: 'state', tenant: 'owing' });
+    return s.owed.charges === 0 && s.owed.releases === 0;
+  }, 10_000, 'the owed work was sent');
+  await until(async () => (await cli.zcard('q:c:owing')) === 0, 10_000, 'the slot is free at once, not after lease_ttl');
+  const left = Number(await cli.hget('q:b:owing', 't'));
+  // 1000 - 100 at admission - 500 reconciled, plus what refilled since (1000 a minute)
+  t.ok(left >= 400 && left < 600, `the reconciled tokens were charged (${left} left)`);
+  const next = await w.call<Admit>({ op: 'admit', tenant: 'owing' });
+  t.ok(next.allowed, 'the tenant\'s one slot is usable again');
+  t.equal(next.source, 'redis');
 });
 
 t.test('Redis down, hung, then back: admission answers per on_backend_error, and recovers', async (t) => {
