@@ -1,0 +1,285 @@
+// Config hot reload through a real gateway process (dist/cli.js), real `infergate mock` servers and a
+// scriptable upstream over sockets: SIGHUP and file changes apply a new config while a stream is open
+// (the stream completes, the removed endpoint gets nothing new, the added model answers); a broken file
+// changes nothing and is logged with its line; a listener change is reported as needing a restart while
+// the rest applies; alias weights and a pool's policy change at once.
+import t from 'tap';
+import type { Test } from 'tap';
+import { renameSync, symlinkSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { runCli, tempDir, type Proc } from '../helpers/process.js';
+import { startUpstream, sseBody } from '../helpers/upstream.js';
+import { startMocks, chat, scrape, metric, until, debugPools, longText } from '../e2e/support.js';
+
+const mockA = await startMocks(1, ['--model', 'test-model', '--time-scale', '20', '--seed', '3']);
+t.teardown(() => mockA.kill());
+const mockC = await startMocks(1, ['--model', 'other-model', '--time-scale', '20', '--seed', '4']);
+t.teardown(() => mockC.kill());
+const A = mockA.endpoints[0];
+const C = mockC.endpoints[0];
+
+// B: an upstream whose streams send half their events, then wait until the test releases them
+const held: Array<() => void> = [];
+const B = await startUpstream((_req, res) => {
+  const events = sseBody(10).split(/(?<=\n\n)/);
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write(events.slice(0, 5).join(''));
+  held.push(() => res.end(events.slice(5).join('')));
+});
+t.teardown(() => B.close());
+
+type Cfg = Record<string, unknown>;
+
+function config(pools: Record<string, string[]>, models: unknown[], over: Cfg = {}): Cfg {
+  const poolCfg: Record<string, unknown> = {};
+  for (const [name, endpoints] of Object.entries(pools)) {
+    poolCfg[name] = { endpoints, policy: 'round_robin', metrics: { interval: '100ms', stale_after: '1s' } };
+  }
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0, watch_config: false },
+    debug_headers: true,
+    auth: { mode: 'none', allow_unauthenticated: true },
+    logging: { level: 'info', access_log: false },
+    models,
+    pools: poolCfg,
+    ...over,
+  };
+}
+
+interface Served {
+  url: string;
+  adminUrl: string;
+  proc: Proc;
+  file: string;
+  /** replace the file the way editors do: write beside it, rename over it */
+  write(cfg: Cfg | string): void;
+  reloads(result: string): Promise<number>;
+  /** the JSON log lines (pino, stdout) */
+  logs(): Array<Record<string, unknown>>;
+}
+
+async function serve(tt: Test, cfg: Cfg, file = join(tempDir(), 'gateway.yaml')): Promise<Served> {
+  writeFileSync(file, stringify(cfg));
+  const proc = runCli(['serve', '--config', file]);
+  tt.teardown(() => proc.kill());
+  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  return {
+    url,
+    adminUrl,
+    proc,
+    file,
+    write(next) {
+      writeFileSync(`${file}.tmp`, typeof next === 'string' ? next : stringify(next));
+      renameSync(`${file}.tmp`, file);
+    },
+    async reloads(result) {
+      return metric(await scrape(adminUrl), 'infergate_config_reloads_total', { result });
+    },
+    logs() {
+      return proc
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    },
+  };
+}
+
+const ask = (url: string, model: string, extra: Cfg = {}) => chat(url, { model, messages: [{ role: 'user', content: `hello ${model}` }], max_tokens: 5, ...extra });
+
+t.test('SIGHUP: a model added and an endpoint removed while a stream is open on it; the stream completes', async (t) => {
+  const models = [{ name: 'test-model', pool: 'p' }];
+  const gw = await serve(t, config({ p: [B.endpoint] }, models));
+  // a stream held open on B
+  const stream = fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'a long answer' }] }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const res = await stream;
+  t.equal(res.status, 200);
+  t.equal(res.headers.get('x-infergate-endpoint'), B.endpoint, 'the stream is served by B');
+  const reader = res.body!.getReader();
+  let text = '';
+  const decoder = new TextDecoder();
+  while (!text.includes('tok4')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  t.match(text, /tok4 /, 'half of the stream arrived');
+  t.equal(B.received.length, 1);
+
+  gw.write(config({ p: [A], q: [C] }, [...models, { name: 'other-model', pool: 'q' }, { name: 'other-alias', targets: [{ model: 'other-model', weight: 1 }] }]));
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'reloads_total{result="success"} 1');
+
+  const other = await ask(gw.url, 'other-model');
+  t.equal(other.status, 200, 'the added model answers');
+  t.ok(other.complete);
+  t.equal(other.endpoint, C, 'from the added pool');
+  const viaAlias = await ask(gw.url, 'other-alias');
+  t.equal(viaAlias.status, 200, 'the added alias answers');
+  t.equal(viaAlias.endpoint, C);
+  for (let i = 0; i < 3; i++) {
+    const r = await ask(gw.url, 'test-model');
+    t.equal(r.status, 200);
+    t.equal(r.endpoint, A, 'test-model now goes to A');
+  }
+  t.equal(B.received.length, 1, 'B got no new request');
+  const pools = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  t.same(pools.p.endpoints.map((e) => e.endpoint), [A], '/debug/pools: B left pool p');
+  t.same(pools.q.endpoints.map((e) => e.endpoint), [C], '/debug/pools: pool q is there');
+
+  // the stream on the removed endpoint completes whole
+  held.shift()!();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  t.match(text, /tok9 /, 'every event arrived');
+  t.ok(text.endsWith('data: [DONE]\n\n'), 'the stream ended with [DONE]');
+  t.notMatch(text, /"error"/, 'no error event');
+  const m = await scrape(gw.adminUrl);
+  t.equal(metric(m, 'infergate_config_reloads_total', { result: 'success' }), 1);
+  t.equal(metric(m, 'infergate_config_reloads_total', { result: 'error' }), 0);
+  const line = gw.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('config reloaded'));
+  t.match(line, { trigger: 'SIGHUP', generation: 2 }, 'the log says what triggered the reload');
+  t.ok((line?.changed as string[]).includes('pools.q'), `changed: ${JSON.stringify(line?.changed)}`);
+});
+
+t.test('a broken file (YAML, then schema) changes nothing: logged with its line, counted as error', async (t) => {
+  const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
+  const gw = await serve(t, cfg);
+  t.equal((await ask(gw.url, 'test-model')).status, 200);
+
+  // a YAML error: a key given twice, on a known line (the valid part adds a model, which must not appear)
+  const valid = stringify({ ...cfg, models: [{ name: 'test-model', pool: 'p' }, { name: 'new-model', pool: 'p' }] });
+  const dupLine = valid.split('\n').length; // the appended "listen:" lands on this line
+  gw.write(`${valid}listen:\n  port: 1\n`);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('error')) === 1, 20_000, 'reloads_total{result="error"} 1');
+  const yamlLog = gw.logs().find((l) => l.level === 50 && String(l.msg).includes('Map keys must be unique'));
+  t.ok(yamlLog, 'the YAML problem is logged');
+  t.equal(yamlLog?.line, dupLine, 'with its line');
+  t.match(String(yamlLog?.msg), new RegExp(`gateway\\.yaml:${dupLine}: `), 'the message says FILE:LINE');
+  t.match(String(yamlLog?.msg), /nothing changed/);
+
+  // a schema error: a policy that does not exist
+  const bad = stringify(config({ p: [A] }, [{ name: 'test-model', pool: 'p' }, { name: 'new-model', pool: 'p' }]));
+  const badText = bad.replace('policy: round_robin', 'policy: fastest');
+  const policyLine = badText.split('\n').findIndex((l) => l.includes('policy: fastest')) + 1;
+  gw.write(badText);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('error')) === 2, 20_000, 'reloads_total{result="error"} 2');
+  const schemaLog = gw.logs().find((l) => l.level === 50 && l.key === 'pools.p.policy');
+  t.ok(schemaLog, 'the schema problem is logged with its key');
+  t.equal(schemaLog?.line, policyLine, 'and its line');
+
+  // nothing changed: the old model is served, the new one is not known
+  const r = await ask(gw.url, 'test-model');
+  t.equal(r.status, 200, 'the old model still answers');
+  t.equal(r.endpoint, A);
+  t.equal((await ask(gw.url, 'new-model')).status, 404, 'the broken file\'s model was not applied');
+  t.equal(await gw.reloads('success'), 0);
+  const pools = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  t.equal(pools.p.policy, 'round_robin');
+  t.equal(gw.proc.child.exitCode, null, 'the gateway runs on');
+});
+
+t.test('a file change without a signal reloads (replaced by rename, then written in place)', async (t) => {
+  const base = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
+  const watched = { ...base, admin: { host: '127.0.0.1', port: 0, watch_config: true } };
+  const gw = await serve(t, watched);
+  await gw.proc.waitFor(/watching the config file/, 20_000);
+  const alias = (name: string) => ({ name, targets: [{ model: 'test-model', weight: 1 }] });
+  t.equal((await ask(gw.url, 'second')).status, 404, 'not a model yet');
+  gw.write({ ...watched, models: [{ name: 'test-model', pool: 'p' }, alias('second')] });
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'a reload after the rename');
+  const second = await ask(gw.url, 'second');
+  t.equal(second.status, 200, 'the model added by the renamed file answers');
+  t.equal(second.endpoint, A);
+  writeFileSync(gw.file, stringify({ ...watched, models: [{ name: 'test-model', pool: 'p' }, alias('third')] }));
+  await until(async () => (await gw.reloads('success')) === 2, 20_000, 'a reload after the write in place');
+  const line = gw.logs().filter((l) => String(l.msg).startsWith('config reloaded')).pop();
+  t.match(line, { trigger: 'file change', generation: 3 });
+  const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+  t.same(models.data.map((m) => m.id).sort(), ['test-model', 'third']);
+});
+
+t.test('a Kubernetes ConfigMap update (a ..data symlink swapped) reloads', async (t) => {
+  const dir = tempDir();
+  const write = (version: string, cfg: Cfg) => {
+    mkdirSync(join(dir, version));
+    writeFileSync(join(dir, version, 'gateway.yaml'), stringify(cfg));
+    symlinkSync(version, join(dir, '..data_tmp'));
+    renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+  };
+  const watched = (models: unknown[]) => ({ ...config({ p: [A] }, models), admin: { host: '127.0.0.1', port: 0, watch_config: true } });
+  write('..v1', watched([{ name: 'test-model', pool: 'p' }]));
+  symlinkSync('..data/gateway.yaml', join(dir, 'gateway.yaml'));
+  const file = join(dir, 'gateway.yaml');
+  const proc = runCli(['serve', '--config', file]);
+  t.teardown(() => proc.kill());
+  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  await proc.waitFor(/watching the config file/, 20_000);
+  write('..v2', watched([{ name: 'test-model', pool: 'p' }, { name: 'cm-model', pool: 'p' }]));
+  await until(async () => metric(await scrape(adminUrl), 'infergate_config_reloads_total', { result: 'success' }) === 1, 20_000, 'a reload after the swap');
+  const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+  t.same(models.data.map((m) => m.id).sort(), ['cm-model', 'test-model']);
+});
+
+t.test('a listener change needs a restart: reported with its key, the rest applied, the old port serves', async (t) => {
+  const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
+  const gw = await serve(t, cfg);
+  gw.write({ ...cfg, listen: { host: '127.0.0.1', port: 1 }, models: [{ name: 'test-model', pool: 'p' }, { name: 'other-model', pool: 'q' }], pools: { ...(cfg.pools as Cfg), q: { endpoints: [C] } } });
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('needs_restart')) === 1, 20_000, 'reloads_total{result="needs_restart"} 1');
+  t.equal(await gw.reloads('success'), 0, 'one count per reload');
+  const warn = gw.logs().find((l) => String(l.msg).includes('needs restart'));
+  t.same(warn?.keys, ['listen.port'], 'the key is named');
+  t.match(String(warn?.msg), /listen\.port/);
+  const r = await ask(gw.url, 'other-model');
+  t.equal(r.status, 200, 'the new model is applied, on the port the gateway listens on');
+  t.equal(r.endpoint, C);
+});
+
+t.test('alias weights and a pool\'s policy change at once; the prefix index of a kept endpoint survives', async (t) => {
+  const pools = { p: [A], q: [C] };
+  const models = (wTest: number, wOther: number) => [
+    { name: 'test-model', pool: 'p' },
+    { name: 'other-model', pool: 'q' },
+    { name: 'alias', targets: [{ model: 'test-model', weight: wTest }, { model: 'other-model', weight: wOther }] },
+  ];
+  const gw = await serve(t, config(pools, models(1, 0)));
+  const long = { messages: [{ role: 'user', content: longText('reload', 4000) }] };
+  for (let i = 0; i < 3; i++) {
+    const r = await ask(gw.url, 'alias', long);
+    t.equal(r.endpoint, A, 'weight 1 / 0: the alias goes to test-model');
+  }
+  const before = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  const blocksBefore = before.p.endpoints[0].index_blocks;
+  t.ok(blocksBefore > 0, `A holds ${blocksBefore} prefix blocks`);
+
+  const next = config(pools, models(0, 1));
+  (next.pools as Record<string, Cfg>).p.policy = 'least_request';
+  gw.write(next);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'the reload');
+  const after = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  t.equal(after.p.policy, 'least_request', '/debug/pools shows the new policy');
+  t.equal(after.p.endpoints[0].index_blocks, blocksBefore, 'the kept endpoint keeps its prefix index');
+  for (let i = 0; i < 3; i++) {
+    const r = await ask(gw.url, 'alias');
+    t.equal(r.endpoint, C, 'weight 0 / 1: the alias goes to other-model');
+  }
+  const d = (await (await fetch(`${gw.adminUrl}/debug/decisions?n=1`)).json()) as { decisions: Array<Record<string, unknown>> };
+  const last = d.decisions[0];
+  t.match(last, { pool: 'q', model: 'other-model' }, '/debug/decisions shows the alias resolved to the new target');
+});
