@@ -8,7 +8,7 @@ import type { Test } from 'tap';
 import { renameSync, symlinkSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { runCli, tempDir, type Proc } from '../helpers/process.js';
+import { runCli, tempDir, type RunningGateway } from '../helpers/process.js';
 import { startUpstream, sseBody } from '../helpers/upstream.js';
 import { startMocks, chat, scrape, metric, until, debugPools, longText } from '../e2e/support.js';
 
@@ -48,10 +48,7 @@ function config(pools: Record<string, string[]>, models: unknown[], over: Cfg = 
   };
 }
 
-interface Served {
-  url: string;
-  adminUrl: string;
-  proc: Proc;
+interface Served extends RunningGateway {
   file: string;
   /** replace the file the way editors do: write beside it, rename over it */
   write(cfg: Cfg | string): void;
@@ -60,9 +57,11 @@ interface Served {
   logs(): Array<Record<string, unknown>>;
 }
 
-async function serve(tt: Test, cfg: Cfg, file = join(tempDir(), 'gateway.yaml')): Promise<Served> {
-  writeFileSync(file, stringify(cfg));
-  const proc = runCli(['serve', '--config', file]);
+/** `infergate serve` on `cfg` (written to `file` unless null: the file is there already), until it listens. */
+async function serve(tt: Test, cfg: Cfg | null, opts: { file?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Served> {
+  const file = opts.file ?? join(tempDir(), 'gateway.yaml');
+  if (cfg) writeFileSync(file, stringify(cfg));
+  const proc = runCli(['serve', '--config', file], opts.env);
   tt.teardown(() => proc.kill());
   const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
   const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
@@ -70,6 +69,7 @@ async function serve(tt: Test, cfg: Cfg, file = join(tempDir(), 'gateway.yaml'))
     url,
     adminUrl,
     proc,
+    stop: () => proc.kill(),
     file,
     write(next) {
       writeFileSync(`${file}.tmp`, typeof next === 'string' ? next : stringify(next));
@@ -131,7 +131,7 @@ t.test('SIGHUP: a model added and an endpoint removed while a stream is open on 
     t.equal(r.endpoint, A, 'test-model now goes to A');
   }
   t.equal(B.received.length, 1, 'B got no new request');
-  const pools = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  const pools = await debugPools(gw);
   t.same(pools.p.endpoints.map((e) => e.endpoint), [A], '/debug/pools: B left pool p');
   t.same(pools.q.endpoints.map((e) => e.endpoint), [C], '/debug/pools: pool q is there');
 
@@ -187,7 +187,7 @@ t.test('a broken file (YAML, then schema) changes nothing: logged with its line,
   t.equal(r.endpoint, A);
   t.equal((await ask(gw.url, 'new-model')).status, 404, 'the broken file\'s model was not applied');
   t.equal(await gw.reloads('success'), 0);
-  const pools = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  const pools = await debugPools(gw);
   t.equal(pools.p.policy, 'round_robin');
   t.equal(gw.proc.child.exitCode, null, 'the gateway runs on');
 });
@@ -223,15 +223,11 @@ t.test('a Kubernetes ConfigMap update (a ..data symlink swapped) reloads', async
   const watched = (models: unknown[]) => ({ ...config({ p: [A] }, models), admin: { host: '127.0.0.1', port: 0, watch_config: true } });
   write('..v1', watched([{ name: 'test-model', pool: 'p' }]));
   symlinkSync('..data/gateway.yaml', join(dir, 'gateway.yaml'));
-  const file = join(dir, 'gateway.yaml');
-  const proc = runCli(['serve', '--config', file]);
-  t.teardown(() => proc.kill());
-  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
-  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
-  await proc.waitFor(/watching the config file/, 20_000);
+  const gw = await serve(t, null, { file: join(dir, 'gateway.yaml') });
+  await gw.proc.waitFor(/watching the config file/, 20_000);
   write('..v2', watched([{ name: 'test-model', pool: 'p' }, { name: 'cm-model', pool: 'p' }]));
-  await until(async () => metric(await scrape(adminUrl), 'infergate_config_reloads_total', { result: 'success' }) === 1, 20_000, 'a reload after the swap');
-  const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'a reload after the swap');
+  const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
   t.same(models.data.map((m) => m.id).sort(), ['cm-model', 'test-model']);
 });
 
@@ -263,7 +259,7 @@ t.test('alias weights and a pool\'s policy change at once; the prefix index of a
     const r = await ask(gw.url, 'alias', long);
     t.equal(r.endpoint, A, 'weight 1 / 0: the alias goes to test-model');
   }
-  const before = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  const before = await debugPools(gw);
   const blocksBefore = before.p.endpoints[0].index_blocks;
   t.ok(blocksBefore > 0, `A holds ${blocksBefore} prefix blocks`);
 
@@ -272,7 +268,7 @@ t.test('alias weights and a pool\'s policy change at once; the prefix index of a
   gw.write(next);
   gw.proc.child.kill('SIGHUP');
   await until(async () => (await gw.reloads('success')) === 1, 20_000, 'the reload');
-  const after = await debugPools({ url: gw.url, adminUrl: gw.adminUrl, proc: gw.proc, stop: () => gw.proc.kill() });
+  const after = await debugPools(gw);
   t.equal(after.p.policy, 'least_request', '/debug/pools shows the new policy');
   t.equal(after.p.endpoints[0].index_blocks, blocksBefore, 'the kept endpoint keeps its prefix index');
   for (let i = 0; i < 3; i++) {
@@ -282,4 +278,69 @@ t.test('alias weights and a pool\'s policy change at once; the prefix index of a
   const d = (await (await fetch(`${gw.adminUrl}/debug/decisions?n=1`)).json()) as { decisions: Array<Record<string, unknown>> };
   const last = d.decisions[0];
   t.match(last, { pool: 'q', model: 'other-model' }, '/debug/decisions shows the alias resolved to the new target');
+});
+
+t.test('a key the new config names that cannot be read: nothing changes, the key is named', async (t) => {
+  const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
+  const gw = await serve(t, cfg);
+  const next = config({ p: [A], q: [C] }, [{ name: 'test-model', pool: 'p' }, { name: 'other-model', pool: 'q' }]);
+  (next.pools as Record<string, Cfg>).q.api_key_env = 'INFERGATE_RELOAD_TEST_UNSET';
+  gw.write(next);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('error')) === 1, 20_000, 'reloads_total{result="error"} 1');
+  const line = gw.logs().find((l) => l.level === 50 && String(l.msg).includes('INFERGATE_RELOAD_TEST_UNSET'));
+  t.match(String(line?.msg), /pools\.q\.api_key/, 'the log names the key');
+  t.equal((await ask(gw.url, 'other-model')).status, 404, 'the pool was not added');
+  t.equal((await ask(gw.url, 'test-model')).status, 200);
+});
+
+t.test('tenant limits reload: a tenant held to 1 request a minute gets more at once', async (t) => {
+  const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }], { tenants: { default: { requests_per_minute: 1 } } });
+  const gw = await serve(t, cfg);
+  t.equal((await ask(gw.url, 'test-model')).status, 200);
+  const refused = await ask(gw.url, 'test-model');
+  t.equal(refused.status, 429, 'the second request in the minute is refused');
+  gw.write({ ...cfg, tenants: { default: { requests_per_minute: 1000 } } });
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'the reload');
+  const first = await ask(gw.url, 'test-model');
+  t.equal(first.headers.get('x-ratelimit-limit-requests'), '1000', 'the next answer is under the new limit');
+  // the bucket keeps its level (a reload grants no fresh burst) and refills at the new pace: 1000/min
+  const r = await until(async () => {
+    const x = await ask(gw.url, 'test-model');
+    return x.status === 200 ? x : undefined;
+  }, 20_000, 'a request admitted under the new limit');
+  t.equal(r?.headers.get('x-ratelimit-limit-requests'), '1000');
+});
+
+/** Sends a request, then makes the gateway log an error (a broken file), and returns the log lines up to it. */
+async function logsAfterOneRequest(t: Test, gw: Served, errorsBefore: number): Promise<Array<Record<string, unknown>>> {
+  const errorLines = () => gw.logs().filter((l) => l.level === 50).length;
+  const linesBefore = errorLines();
+  t.equal((await ask(gw.url, 'test-model')).status, 200);
+  gw.write('models: [\n');
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('error')) === errorsBefore + 1, 20_000, 'the error reload');
+  await until(() => errorLines() > linesBefore, 20_000, 'the error log line');
+  const logs = gw.logs();
+  let last = logs.length - 1;
+  while (last >= 0 && logs[last].level !== 50) last--;
+  return logs.slice(0, last + 1);
+}
+
+t.test('logging.level applies at once; LOG_LEVEL, when set, wins on reload as at start', async (t) => {
+  const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }], { logging: { level: 'warn', access_log: false } });
+  const debug = { ...cfg, logging: { level: 'debug', access_log: false } };
+  const gw = await serve(t, cfg);
+  t.notOk((await logsAfterOneRequest(t, gw, 0)).some((l) => l.msg === 'pick'), 'at warn: no pick line');
+  gw.write(debug);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'the reload');
+  t.ok((await logsAfterOneRequest(t, gw, 1)).some((l) => l.msg === 'pick'), 'at debug after the reload: the pick is logged');
+
+  const env = await serve(t, cfg, { env: { LOG_LEVEL: 'warn' } });
+  env.write(debug);
+  env.proc.child.kill('SIGHUP');
+  await until(async () => (await env.reloads('success')) === 1, 20_000, 'the reload');
+  t.notOk((await logsAfterOneRequest(t, env, 0)).some((l) => l.msg === 'pick'), 'LOG_LEVEL=warn: still no pick line');
 });
