@@ -20,8 +20,8 @@
  * Other SIGHUP listeners (TLS certificate reload) are left alone: this module adds and removes only its own.
  */
 import { createHash } from 'node:crypto';
-import { watch, readFileSync, type FSWatcher } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { watch, readFileSync, realpathSync, type FSWatcher } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { ConfigError, formatProblems, loadConfigChecked } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
@@ -65,6 +65,8 @@ export class ConfigReloader {
   private readonly onSighup = (): void => this.trigger('SIGHUP');
 
   start(): void {
+    // every result is a series from the start (a rate over it needs its 0)
+    for (const result of ['success', 'needs_restart', 'error']) this.opts.gateway.metrics.configReloads.inc({ result }, 0);
     process.on('SIGHUP', this.onSighup);
     this.setWatching(this.opts.gateway.config.admin.watch_config);
   }
@@ -84,7 +86,9 @@ export class ConfigReloader {
     if (on && !this.watcher && !this.stopped) {
       const dir = dirname(this.file);
       try {
-        this.watcher = watch(dir, { persistent: false }, () => this.fileEvent());
+        this.watcher = watch(dir, { persistent: false }, (_event, name) => {
+          if (this.concerns(name)) this.fileEvent();
+        });
         this.watcher.on('error', (err) => {
           this.opts.logger.warn({ err: err.message, dir }, 'config watch failed: the file is no longer watched (SIGHUP still reloads)');
           this.setWatching(false);
@@ -98,6 +102,24 @@ export class ConfigReloader {
       this.watcher = undefined;
       if (this.debounce) clearTimeout(this.debounce);
       this.debounce = undefined;
+    }
+  }
+
+  /**
+   * Whether an event in the directory may be the config's change: the file's own name, the name of the
+   * file it links to (an edit of the target beside it), a Kubernetes ConfigMap's `..data` swap, or an
+   * event without a name. Others (an editor's swap files, unrelated files) are passed over, so a busy
+   * directory does not keep postponing the settled read.
+   */
+  private concerns(name: string | Buffer | null): boolean {
+    if (name === null) return true;
+    const n = name.toString();
+    if (n === basename(this.file) || n.startsWith('..')) return true;
+    try {
+      const real = realpathSync(this.file);
+      return basename(real) === n && dirname(real) === realpathSync(dirname(this.file));
+    } catch {
+      return false;
     }
   }
 
@@ -120,7 +142,10 @@ export class ConfigReloader {
       return;
     }
     this.running = this.reloadOnce(why)
-      .catch((err: unknown) => this.opts.logger.error({ err, trigger: why }, 'config reload failed'))
+      .catch((err: unknown) => {
+        this.opts.logger.error({ err, trigger: why }, 'config reload failed');
+        this.opts.gateway.metrics.configReloads.inc({ result: 'error' });
+      })
       .finally(() => {
         this.running = undefined;
         const next = this.queued;
