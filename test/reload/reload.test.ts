@@ -231,6 +231,18 @@ t.test('a Kubernetes ConfigMap update (a ..data symlink swapped) reloads', async
   t.same(models.data.map((m) => m.id).sort(), ['cm-model', 'test-model']);
 });
 
+t.test('a config that is a symlink: an edit of its target beside it reloads', async (t) => {
+  const dir = tempDir();
+  const watched = (models: unknown[]) => ({ ...config({ p: [A] }, models), admin: { host: '127.0.0.1', port: 0, watch_config: true } });
+  writeFileSync(join(dir, 'real.yaml'), stringify(watched([{ name: 'test-model', pool: 'p' }])));
+  symlinkSync('real.yaml', join(dir, 'gateway.yaml'));
+  const gw = await serve(t, null, { file: join(dir, 'gateway.yaml') });
+  await gw.proc.waitFor(/watching the config file/, 20_000);
+  writeFileSync(join(dir, 'real.yaml'), stringify(watched([{ name: 'test-model', pool: 'p' }, { name: 'linked', targets: [{ model: 'test-model', weight: 1 }] }])));
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'a reload after the target changed');
+  t.equal((await ask(gw.url, 'linked')).status, 200);
+});
+
 t.test('a listener change needs a restart: reported with its key, the rest applied, the old port serves', async (t) => {
   const cfg = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
   const gw = await serve(t, cfg);
