@@ -5,10 +5,10 @@
 // the rest applies; alias weights and a pool's policy change at once.
 import t from 'tap';
 import type { Test } from 'tap';
-import { renameSync, symlinkSync, mkdirSync, writeFileSync } from 'node:fs';
+import { renameSync, symlinkSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
-import { runCli, tempDir, type RunningGateway } from '../helpers/process.js';
+import { parse, stringify } from 'yaml';
+import { runCli, tempDir, ROOT, type RunningGateway } from '../helpers/process.js';
 import { startUpstream, sseBody } from '../helpers/upstream.js';
 import { startMocks, chat, scrape, metric, until, debugPools, longText } from '../e2e/support.js';
 
@@ -355,4 +355,32 @@ t.test('logging.level applies at once; LOG_LEVEL, when set, wins on reload as at
   env.proc.child.kill('SIGHUP');
   await until(async () => (await env.reloads('success')) === 1, 20_000, 'the reload');
   t.notOk((await logsAfterOneRequest(t, env, 0)).some((l) => l.msg === 'pick'), 'LOG_LEVEL=warn: still no pick line');
+});
+
+t.test('auth reloads: none → jwt (the demo\'s key set) asks for tokens at once, and back', async (t) => {
+  const mint = runCli(['token', '--sub', 'reloader', '--models', '*', '--ttl', '10m']); // makes the dev key pair if none yet
+  t.equal(await mint.exited(20_000), 0, mint.stderr());
+  const token = mint.stdout().trim();
+  const jwt = (parse(readFileSync(join(ROOT, 'config', 'demo.yaml'), 'utf8')) as { auth: { jwt: Record<string, unknown> } }).auth.jwt;
+  jwt.jwks_file = join(ROOT, 'config', 'dev-keys', 'jwks.json');
+  const open = config({ p: [A] }, [{ name: 'test-model', pool: 'p' }]);
+  const gw = await serve(t, open);
+  t.equal((await ask(gw.url, 'test-model')).status, 200, 'auth none: no token needed');
+  gw.write({ ...open, auth: { mode: 'jwt', jwt } });
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 1, 20_000, 'the reload to jwt');
+  t.equal((await ask(gw.url, 'test-model')).status, 401, 'no token: 401');
+  const withToken = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+  });
+  t.equal(withToken.status, 200, 'a valid token: 200');
+  await withToken.text();
+  t.equal(metric(await scrape(gw.adminUrl), 'infergate_auth_disabled'), 0);
+  gw.write(open);
+  gw.proc.child.kill('SIGHUP');
+  await until(async () => (await gw.reloads('success')) === 2, 20_000, 'the reload back to none');
+  t.equal((await ask(gw.url, 'test-model')).status, 200, 'auth none again');
+  t.equal(metric(await scrape(gw.adminUrl), 'infergate_auth_disabled'), 1);
 });
