@@ -76,7 +76,8 @@ export class Gateway implements GatewayContext {
     this.gen = generationOf(0, config, new Map(), new Admission(undefined));
     this.genCtx = new GenerationContext(this, this.gen);
     this.router = new Router(routerConfig(config));
-    this.upstreams = new Upstreams(config.limits);
+    // a removed endpoint's series are dropped again once its last request has ended (and recorded)
+    this.upstreams = new Upstreams(config.limits, () => this.metrics.retainEndpoints(this.allEndpoints()));
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
@@ -189,9 +190,13 @@ export class Gateway implements GatewayContext {
     return new Discovery(config, this.router, this.logger, () => this.endpointsChanged());
   }
 
+  private allEndpoints(): Set<string> {
+    return new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
+  }
+
   /** Endpoints left the router (discovery, reload): their upstream pools close once their requests end. */
   private endpointsChanged(): void {
-    const all = new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
+    const all = this.allEndpoints();
     this.upstreams.retain(all);
     this.metrics.retainEndpoints(all);
   }

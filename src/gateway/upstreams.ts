@@ -15,7 +15,11 @@ export class Upstreams {
   /** pools taken out of use (removed endpoint, reload) whose requests still run: destroyed on close() */
   private readonly closing = new Set<Pool>();
 
-  constructor(private limits: Config['limits']) {}
+  constructor(
+    private limits: Config['limits'],
+    /** a retired pool closed: its last request has ended */
+    private readonly onRetired: () => void = () => undefined,
+  ) {}
 
   get(endpoint: string): Pool {
     let pool = this.pools.get(endpoint);
@@ -55,10 +59,14 @@ export class Upstreams {
   private retire(endpoint: string, pool: Pool): void {
     this.pools.delete(endpoint);
     this.closing.add(pool);
-    pool.close().then(
-      () => this.closing.delete(pool),
-      () => this.closing.delete(pool),
-    );
+    const closed = (): void => {
+      try {
+        if (this.closing.delete(pool)) this.onRetired();
+      } catch {
+        // a bookkeeping callback's failure must not become an unhandled rejection
+      }
+    };
+    pool.close().then(closed, closed);
   }
 
   /** Destroys every connection (retired pools' too); requests still in flight fail with `reason`. */

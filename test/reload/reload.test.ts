@@ -145,6 +145,7 @@ t.test('SIGHUP: a model added and an endpoint removed while a stream is open on 
   t.match(text, /tok9 /, 'every event arrived');
   t.ok(text.endsWith('data: [DONE]\n\n'), 'the stream ended with [DONE]');
   t.notMatch(text, /"error"/, 'no error event');
+  await until(async () => !(await scrape(gw.adminUrl)).some((x) => x.labels.endpoint === B.endpoint), 20_000, 'B\'s series dropped once its stream ended');
   const m = await scrape(gw.adminUrl);
   t.equal(metric(m, 'infergate_config_reloads_total', { result: 'success' }), 1);
   t.equal(metric(m, 'infergate_config_reloads_total', { result: 'error' }), 0);
