@@ -157,6 +157,7 @@ export class ConfigReloader {
   private async reloadOnce(trigger: ReloadTrigger): Promise<void> {
     const { gateway, logger } = this.opts;
     const counter = gateway.metrics.configReloads;
+    const t0 = performance.now();
     const text = readText(this.file);
     if (text !== undefined) this.lastHash = hashOf(text);
     let next: Config;
@@ -190,7 +191,8 @@ export class ConfigReloader {
       );
     }
     counter.inc({ result: outcome.needsRestart.length > 0 ? 'needs_restart' : 'success' });
-    logger.info({ trigger, file: this.file, generation: outcome.generation, changed: outcome.changed }, `config reloaded (${trigger})`);
+    const ms = Math.round((performance.now() - t0) * 10) / 10;
+    logger.info({ trigger, file: this.file, generation: outcome.generation, changed: outcome.changed, ms }, `config reloaded (${trigger})`);
   }
 }
 
