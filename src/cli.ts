@@ -37,7 +37,12 @@ Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready
 /debug/state, /debug/decisions?n=N (the last admin.decisions routing decisions).
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), cut what is left
 with the error code shutting_down, exit 0. The admin port answers until the exit (/readyz: 503 draining).
-LOG_LEVEL, when set, wins over the config's logging.level.
+SIGHUP, or a change of FILE (admin.watch_config, on by default): reload FILE. Requests in flight finish
+on the config they started with; a file with a problem changes nothing (each problem is logged with its
+line). Listener addresses, TLS paths, the body/header/connection limits and the quota store need a
+restart: a change there is logged "needs restart" and the rest is applied. Counted in
+infergate_config_reloads_total{result="success"|"needs_restart"|"error"}.
+LOG_LEVEL, when set, wins over the config's logging.level (at start and on reload).
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
 --ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops
@@ -130,7 +135,7 @@ async function serve(args: string[]): Promise<number> {
     throw err;
   }
   const { runGateway } = await import('./gateway/run.js');
-  return runGateway(config);
+  return runGateway(config, values.config);
 }
 
 async function checkConfig(args: string[]): Promise<number> {

@@ -75,6 +75,10 @@ const admin = z.strictObject({
   ready_when: z.enum(['all', 'any']).default('all'),
   /** How many routing decisions /debug/decisions and the status page keep (a ring); 0 keeps none. */
   decisions: z.number().int().min(0).max(100_000).default(200),
+  watch_config: z
+    .boolean()
+    .default(true)
+    .describe('Reload the config when its file changes (the directory is watched, changes settle for 500 ms); SIGHUP reloads either way.'),
 });
 
 /** The signature algorithms `auth.jwt.algorithms` may name ("none" is never one of them). */

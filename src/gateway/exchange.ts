@@ -233,7 +233,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     const { body, model } = checked;
     const resolved = this.ctx.router.resolveModel(model, this.stickyValue);
-    if (!resolved) {
+    // a pool that a reload added after this request started is not in its config generation: the model
+    // did not exist for it
+    if (!resolved || !Object.hasOwn(this.ctx.config.pools, resolved.pool)) {
       this.reject(errors.modelNotFound(model));
       return;
     }

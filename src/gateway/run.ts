@@ -1,10 +1,14 @@
-/** `infergate serve`: start a gateway from a loaded config and run it until SIGTERM/SIGINT. */
+/**
+ * `infergate serve`: start a gateway from a loaded config and run it until SIGTERM/SIGINT; with the config's
+ * file, reload it on SIGHUP and when it changes (reload.ts).
+ */
 import type { Config } from '../config/schema.js';
 import { createLogger } from '../observability/logger.js';
 import { Gateway } from './server.js';
 import { exitDespiteIdleConnections } from '../common/listen.js';
+import { ConfigReloader } from './reload.js';
 
-export async function runGateway(config: Config): Promise<number> {
+export async function runGateway(config: Config, file?: string): Promise<number> {
   const logger = createLogger(process.env.LOG_LEVEL ?? config.logging.level);
   const gateway = new Gateway(config, logger);
   let addrs;
@@ -15,12 +19,15 @@ export async function runGateway(config: Config): Promise<number> {
     await gateway.stop(0).catch(() => undefined);
     return 1;
   }
+  const reloader = file ? new ConfigReloader({ file, gateway, logger, levelFromEnv: process.env.LOG_LEVEL !== undefined }) : undefined;
+  reloader?.start();
   process.stdout.write(`listening on ${addrs.url}\nadmin listening on ${addrs.adminUrl}\n`);
   return new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (sig: NodeJS.Signals) => {
       if (stopping) return;
       stopping = true;
+      reloader?.stop();
       logger.info({ signal: sig }, 'shutting down');
       const exit = (code: number) => {
         // idle keep-alive client connections are not waited for: every answer has been sent

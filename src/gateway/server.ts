@@ -5,6 +5,7 @@
  */
 import type { Config } from '../config/schema.js';
 import { routerConfig, scraperConfig } from '../config/routing.js';
+import { planReload } from '../config/reload-plan.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
 import { Quota } from '../quota/index.js';
@@ -24,7 +25,7 @@ import { ShuttingDown, Upstreams } from './upstreams.js';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
-import { addressMatcher } from '../common/ip.js';
+import { generationOf, GenerationContext, type Generation } from './generation.js';
 import { Front } from './uws-front.js';
 import { uwsInUse } from '../common/uws.js';
 
@@ -35,20 +36,30 @@ export interface GatewayAddresses {
   adminPort: number;
 }
 
+/** What a reload applied (Gateway.reload). */
+export interface ReloadOutcome {
+  generation: number;
+  /** restart-only keys that changed (kept at their running values) */
+  needsRestart: string[];
+  /** what changed live: top-level keys, pools.NAME, models.NAME */
+  changed: string[];
+}
+
 export class Gateway implements GatewayContext {
   readonly router: Router;
   readonly upstreams: Upstreams;
   readonly metrics: GatewayMetrics;
-  readonly stickyHeaders: ReadonlySet<string>;
-  readonly decisions: DecisionRing | null;
+  decisions: DecisionRing | null;
   readonly quota: Quota;
   /** Date.now() when the process began (the status page's uptime) */
   readonly startedAt = Date.now();
-  readonly isTrustedProxy: (peer: string) => boolean;
   readonly scheme: 'http' | 'https';
-  /** made by start(): the keys are read (and a jwks_url fetched) there */
-  admission: Admission = new Admission(undefined);
-  poolKeys: ReadonlyMap<string, string> = new Map();
+  /**
+   * The config generation new requests start on (generation.ts): replaced whole by start() (the keys are
+   * read, and a jwks_url fetched, there) and by each reload; a request keeps the one it started with.
+   */
+  private gen: Generation;
+  private genCtx: GenerationContext;
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -59,11 +70,14 @@ export class Gateway implements GatewayContext {
   private fdGuard: FdGuard | undefined;
 
   constructor(
-    readonly config: Config,
+    config: Config,
     readonly logger: Logger,
   ) {
+    this.gen = generationOf(0, config, new Map(), new Admission(undefined));
+    this.genCtx = new GenerationContext(this, this.gen);
     this.router = new Router(routerConfig(config));
-    this.upstreams = new Upstreams(config.limits);
+    // a removed endpoint's series are dropped again once its last request has ended (and recorded)
+    this.upstreams = new Upstreams(config.limits, () => this.metrics.retainEndpoints(this.allEndpoints()));
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
@@ -80,9 +94,33 @@ export class Gateway implements GatewayContext {
       logger: this.logger,
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
     });
-    this.isTrustedProxy = addressMatcher(config.trusted_proxies);
     this.scheme = config.listen.tls ? 'https' : 'http';
-    this.stickyHeaders = new Set(config.models.flatMap((m) => (m.sticky ? [m.sticky.header.toLowerCase()] : [])));
+  }
+
+  /** The current generation's config (what new requests start on). */
+  get config(): Config {
+    return this.gen.config;
+  }
+  get poolKeys(): ReadonlyMap<string, string> {
+    return this.gen.poolKeys;
+  }
+  get stickyHeaders(): ReadonlySet<string> {
+    return this.gen.stickyHeaders;
+  }
+  get admission(): Admission {
+    return this.gen.admission;
+  }
+  isTrustedProxy(peer: string): boolean {
+    return this.gen.isTrustedProxy(peer);
+  }
+  /** the current generation's number: 1 after start, +1 per applied reload */
+  get generation(): number {
+    return this.gen.id;
+  }
+
+  private setGeneration(gen: Generation): void {
+    this.gen = gen;
+    this.genCtx = new GenerationContext(this, gen);
   }
 
   onExchangeDone(ex: { readonly client: ClientSide }): void {
@@ -91,20 +129,10 @@ export class Gateway implements GatewayContext {
   }
 
   async start(): Promise<GatewayAddresses> {
-    const { listen, admin, limits, auth } = this.config;
+    const { listen, admin, limits } = this.config;
     // keys first: a missing key file or variable stops the start before anything listens
-    const keys = new Map<string, string>();
-    for (const [name, pool] of Object.entries(this.config.pools)) {
-      const key = readSecret({ file: pool.api_key_file, env: pool.api_key_env }, `pools.${name}.api_key`);
-      if (key !== undefined) keys.set(name, key);
-    }
-    this.poolKeys = keys;
-    if (auth.mode === 'jwt') {
-      const log = this.logger;
-      this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
-    } else {
-      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
-    }
+    const keys = poolKeysOf(this.config);
+    this.setGeneration(generationOf(1, this.config, keys, await this.admissionFor(this.config)));
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
@@ -135,11 +163,7 @@ export class Gateway implements GatewayContext {
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, headTooLarge, onHandlerError });
     adminRoutes(this.adminFront, this);
     const adminPort = await this.adminFront.listen(admin.host, admin.port);
-    this.discovery = new Discovery(this.config, this.router, this.logger, () => {
-      const all = new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
-      this.upstreams.retain(all);
-      this.metrics.retainEndpoints(all);
-    });
+    this.discovery = this.newDiscovery(this.config);
     await this.discovery.start();
     this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
     this.scraper.start();
@@ -150,6 +174,80 @@ export class Gateway implements GatewayContext {
       port,
       adminPort,
     };
+  }
+
+  /** The admission of a config: its authenticator (keys read, a jwks_url fetched) for auth.mode jwt. */
+  private async admissionFor(config: Config): Promise<Admission> {
+    if (config.auth.mode !== 'jwt') {
+      this.logger.warn('auth.mode is "none": every client that reaches the listener can use every model');
+      return new Admission(undefined);
+    }
+    const log = this.logger;
+    return new Admission(await Authenticator.create(config.auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
+  }
+
+  private newDiscovery(config: Config): Discovery {
+    return new Discovery(config, this.router, this.logger, () => this.endpointsChanged());
+  }
+
+  private allEndpoints(): Set<string> {
+    return new Set(this.router.pools().flatMap((p) => this.router.endpoints(p)));
+  }
+
+  /** Endpoints left the router (discovery, reload): their upstream pools close once their requests end. */
+  private endpointsChanged(): void {
+    const all = this.allEndpoints();
+    this.upstreams.retain(all);
+    this.metrics.retainEndpoints(all);
+  }
+
+  /**
+   * Apply a new, validated config (reload.ts). Everything that can fail is built first (pool keys, the
+   * authenticator): a failure throws and changes nothing. Then, in one synchronous step, the routing
+   * (pools kept by name with their prefix index and signals; removed endpoints leave it), the scraper, DNS
+   * discovery, the upstream pools (removed endpoints' close after their requests end), tenant limits, the
+   * decision ring and the generation new requests start on are replaced. Requests in flight keep the
+   * generation they started with. Restart-only keys (reload-plan.ts) keep their running values and are
+   * named in the outcome.
+   */
+  async reload(next: Config): Promise<ReloadOutcome> {
+    if (this.draining) throw new Error('the gateway is shutting down');
+    const running = this.config;
+    const plan = planReload(running, next);
+    const cfg = plan.config;
+    const needsRestart = [...plan.needsRestart];
+    const poolKeys = poolKeysOf(cfg);
+    // the authenticator is made again when auth changed, and for key files and variables (a rotated key
+    // is read); a jwks_url with unchanged settings keeps its key set and refreshes as before
+    const auth = cfg.auth;
+    const rebuildAuth = !sameJson(running.auth, auth) || (auth.mode === 'jwt' && auth.jwt?.jwks_url === undefined);
+    const admission = rebuildAuth ? await this.admissionFor(cfg) : this.admission;
+    if (this.draining) {
+      if (admission !== this.admission) admission.close();
+      throw new Error('the gateway is shutting down');
+    }
+    // ---- the swap: synchronous from here on, so no request sees half of it
+    if (!sameJson(running.tenants, cfg.tenants) && !this.quota.setTenants(cfg.tenants)) {
+      needsRestart.push('tenants');
+      cfg.tenants = running.tenants;
+    }
+    this.router.reconfigure(routerConfig(keepDiscovered(cfg, running, this.router)));
+    this.upstreams.reconfigure(cfg.limits);
+    this.endpointsChanged();
+    this.scraper?.reconfigure(scraperConfig(cfg, poolKeys));
+    if (this.discovery) {
+      this.discovery.stop();
+      this.discovery = this.newDiscovery(cfg);
+      this.discovery.start().catch((err: unknown) => this.logger.error({ err }, 'discovery failed'));
+    }
+    if (cfg.admin.decisions !== running.admin.decisions) {
+      this.decisions = cfg.admin.decisions > 0 ? new DecisionRing(cfg.admin.decisions) : null;
+    }
+    this.metrics.authDisabled.set(auth.mode === 'none' ? 1 : 0);
+    const old = this.gen;
+    this.setGeneration(generationOf(old.id + 1, cfg, poolKeys, admission));
+    if (admission !== old.admission) old.admission.close(); // requests holding it finish with it
+    return { generation: this.gen.id, needsRestart, changed: plan.changed };
   }
 
   /** Stops accepting on the client port while the process has no file descriptor left (fd-guard.ts). */
@@ -175,8 +273,8 @@ export class Gateway implements GatewayContext {
 
   private clientRoutes(front: Front): void {
     const maxBody = this.config.limits.max_body_bytes;
-    front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this, client, req, 'chat'));
-    front.post('/v1/completions', maxBody, (client, req) => new Exchange(this, client, req, 'completions'));
+    front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'chat'));
+    front.post('/v1/completions', maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'completions'));
     // the models the caller's token allows (all of them with auth off); 401 without a valid token
     const listModels = (auth: AuthResult): Answer => {
       if (isApiError(auth)) {
@@ -258,6 +356,37 @@ export class Gateway implements GatewayContext {
     });
   }
 }
+
+/** Each pool's upstream key (api_key_file / api_key_env); throws naming the one that cannot be read. */
+function poolKeysOf(config: Config): Map<string, string> {
+  const keys = new Map<string, string>();
+  for (const [name, pool] of Object.entries(config.pools)) {
+    const key = readSecret({ file: pool.api_key_file, env: pool.api_key_env }, `pools.${name}.api_key`);
+    if (key !== undefined) keys.set(name, key);
+  }
+  return keys;
+}
+
+/**
+ * `cfg` with, for a pool that keeps the same DNS discovery, the endpoints discovery found (what the router
+ * lists beyond the old static ones) added to its static list, so that a reload does not drop them until
+ * the next lookup.
+ */
+function keepDiscovered(cfg: Config, running: Config, router: Router): Config {
+  let out = cfg;
+  for (const [name, pool] of Object.entries(cfg.pools)) {
+    const was = running.pools[name];
+    if (!pool.discovery || !was?.discovery || !sameJson(pool.discovery, was.discovery)) continue;
+    const oldStatic = new Set(was.endpoints);
+    const found = router.endpoints(name).filter((e) => !oldStatic.has(e));
+    if (found.length === 0) continue;
+    if (out === cfg) out = { ...cfg, pools: { ...cfg.pools } };
+    out.pools[name] = { ...pool, endpoints: [...new Set([...pool.endpoints, ...found])] };
+  }
+  return out;
+}
+
+const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 /** The address as bound, in URL form (an IPv6 address in brackets): 0.0.0.0 says "every interface". */
 function hostForUrl(host: string): string {

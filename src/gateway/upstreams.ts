@@ -12,8 +12,14 @@ export class ShuttingDown extends Error {
 
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
+  /** pools taken out of use (removed endpoint, reload) whose requests still run: destroyed on close() */
+  private readonly closing = new Set<Pool>();
 
-  constructor(private readonly limits: Config['limits']) {}
+  constructor(
+    private limits: Config['limits'],
+    /** a retired pool closed: its last request has ended */
+    private readonly onRetired: () => void = () => undefined,
+  ) {}
 
   get(endpoint: string): Pool {
     let pool = this.pools.get(endpoint);
@@ -36,17 +42,38 @@ export class Upstreams {
   /** Close pools of endpoints no longer configured (their in-flight requests finish first). */
   retain(endpoints: ReadonlySet<string>): void {
     for (const [ep, pool] of this.pools) {
-      if (!endpoints.has(ep)) {
-        this.pools.delete(ep);
-        void pool.close();
-      }
+      if (!endpoints.has(ep)) this.retire(ep, pool);
     }
   }
 
-  /** Destroys every connection; requests still in flight fail with `reason`. */
+  /**
+   * Reloaded limits: when the timeouts the pools were made with change, every pool is retired (its
+   * requests finish with the old timeouts) and new requests get pools made with the new ones.
+   */
+  reconfigure(limits: Config['limits']): void {
+    const changed = limits.first_byte_timeout !== this.limits.first_byte_timeout || limits.request_timeout !== this.limits.request_timeout;
+    this.limits = limits;
+    if (changed) for (const [ep, pool] of this.pools) this.retire(ep, pool);
+  }
+
+  private retire(endpoint: string, pool: Pool): void {
+    this.pools.delete(endpoint);
+    this.closing.add(pool);
+    const closed = (): void => {
+      try {
+        if (this.closing.delete(pool)) this.onRetired();
+      } catch {
+        // a bookkeeping callback's failure must not become an unhandled rejection
+      }
+    };
+    pool.close().then(closed, closed);
+  }
+
+  /** Destroys every connection (retired pools' too); requests still in flight fail with `reason`. */
   async close(reason?: Error): Promise<void> {
-    const all = [...this.pools.values()];
+    const all = [...this.pools.values(), ...this.closing];
     this.pools.clear();
+    this.closing.clear();
     await Promise.all(all.map((p) => (reason ? p.destroy(reason) : p.destroy())));
   }
 }

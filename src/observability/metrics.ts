@@ -59,6 +59,8 @@ export class GatewayMetrics {
   readonly retries: client.Counter<'pool'>;
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
+  /** infergate_auth_disabled (set again when a reload changes auth.mode) */
+  readonly authDisabled: client.Gauge;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
   /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
   readonly quotaBackendUp: client.Gauge;
@@ -257,11 +259,12 @@ export class GatewayMetrics {
         this.set({ version: VERSION, node: process.versions.node, uws: source.uwsVersion?.() ?? 'none' }, 1);
       },
     });
-    new client.Gauge({
+    this.authDisabled = new client.Gauge({
       name: 'infergate_auth_disabled',
       help: '1 when auth.mode is none (every client may use every model), 0 when tokens are checked.',
       registers,
-    }).set(source.authDisabled ? 1 : 0);
+    });
+    this.authDisabled.set(source.authDisabled ? 1 : 0);
     new client.Gauge({
       name: 'infergate_open_connections',
       help: 'Client-port connections with a request in progress (bounded by limits.max_connections).',

@@ -68,11 +68,12 @@ class Lease implements QuotaLease {
 }
 
 export class Quota {
-  private readonly table: TenantTable;
+  private table: TenantTable;
   /** quota.backend: memory, or the on_backend_error: local fallback */
   private readonly memory: MemoryLimiter;
   private readonly redis: RedisStore | undefined;
   private readonly onError: QuotaConfig['on_backend_error'];
+  private readonly backend: QuotaConfig['backend'];
   private readonly memoryLeases: LeaseStore;
   private readonly redisLeases: LeaseStore;
   private up = true;
@@ -83,6 +84,7 @@ export class Quota {
     this.table = new TenantTable(tenants);
     this.memory = new MemoryLimiter(deps.now);
     this.onError = config.on_backend_error;
+    this.backend = config.backend;
     this.memoryLeases = {
       charge: (tenant, limits, delta) => this.memory.charge(tenant, limits, delta),
       release: (tenant) => this.memory.release(tenant),
@@ -109,6 +111,18 @@ export class Quota {
   /** Some tenant has some limit: otherwise admission lets everything through and counts nothing. */
   get enabled(): boolean {
     return this.table.anyLimit;
+  }
+
+  /**
+   * New tenant limits (a config reload): requests admitted from now on get them; leases already held keep
+   * the limits they were admitted with. False, and nothing changes, when limits appear under
+   * quota.backend redis while the gateway started without any (no store was connected: a restart is needed).
+   */
+  setTenants(tenants: TenantsConfig): boolean {
+    const table = new TenantTable(tenants);
+    if (table.anyLimit && this.backend === 'redis' && !this.redis) return false;
+    this.table = table;
+    return true;
   }
 
   /** The shared store answers (always true without one). */

@@ -74,7 +74,7 @@ export class Scraper {
 
   constructor(
     private readonly router: ScrapeTarget,
-    private readonly cfg: ScraperConfig,
+    private cfg: ScraperConfig,
     private readonly logger?: ScraperLogger,
     opts: ScraperOptions = {},
   ) {
@@ -106,6 +106,12 @@ export class Scraper {
     this.loops.clear();
     await Promise.allSettled(waits);
     await this.agent.close().catch(() => undefined);
+  }
+
+  /** A reloaded config: pools, intervals, paths and keys apply from each endpoint's next scrape. */
+  reconfigure(cfg: ScraperConfig): void {
+    this.cfg = cfg;
+    this.sync();
   }
 
   private sync(): void {
