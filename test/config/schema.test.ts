@@ -1,16 +1,18 @@
 // The config file's JSON Schema as editors and CI linters use it: `infergate schema` prints exactly the
 // committed config/gateway.schema.json, which Ajv compiles in strict mode; every key carries a description,
 // durations and sizes carry patterns; every shipped example config has the editor modeline and validates;
-// and on known-bad configs Ajv (what an editor flags) and check-config (zod, what the gateway enforces) agree.
+// and on known-bad configs, and on generated durations and sizes, Ajv (what an editor flags) and zod (what the
+// gateway enforces) agree.
 import t from 'tap';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
+import fc from 'fast-check';
 import { ROOT, runCli, tempDir } from '../helpers/process.js';
 import { parseConfigText } from '../../src/config/load.js';
-import { DURATION_PATTERN, SIZE_PATTERN } from '../../src/config/schema.js';
+import { DURATION_PATTERN, SIZE_PATTERN, configSchema } from '../../src/config/schema.js';
 import { parseDuration, parseSize } from '../../src/common/units.js';
 
 type Obj = Record<string, unknown>;
@@ -216,6 +218,43 @@ t.test('Ajv and zod agree: these configs fail both', async (t) => {
     const c = variant(change);
     t.not(ajvErrors(c).length, 0, `${name}: Ajv refuses`);
     t.notOk(parseConfigText(stringify(c)).ok, `${name}: zod refuses`);
+  }
+});
+
+// Generated values for the keys whose forms are patterns: whatever is written, the editor's verdict (Ajv)
+// is the gateway's (zod). Seeded like test/fuzz (FUZZ_SEED to vary it).
+const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
+const unit = fc.constantFrom('', 'b', 'B', 'kb', 'KB', 'mb', 'Mb', 'gb', 'kib', 'MiB', 'gIb', 'tb', 'ms', 's', 'm', 'h', 'H', 'sec', 'auto');
+const numberText = fc.oneof(fc.nat(100_000).map(String), fc.double({ min: 0, max: 1e4, noNaN: true }).map(String), fc.constantFrom('1.', '.5', '1e3', '-1', '0x10', '01', '1,5'));
+const space = fc.oneof({ arbitrary: fc.constant(''), weight: 6 }, fc.constantFrom(' ', '  ', '\t', '\n'));
+const written = fc.oneof(
+  { arbitrary: fc.tuple(space, numberText, space, unit, space).map((p) => p.join('')), weight: 4 },
+  fc.string({ maxLength: 8 }),
+  fc.oneof(fc.integer(), fc.double(), fc.constantFrom(0, -0, 1.5, 2 ** 53, 2 ** 53 - 1, 1e21)),
+  fc.constantFrom(null, true, [], {}, 'auto'),
+);
+
+t.test('Ajv and zod agree on generated durations, sizes and retry_after values', async (t) => {
+  const keys: Array<[string, (v: unknown) => Obj]> = [
+    ['limits.request_timeout', (v) => variant((c) => void ((c as Obj).limits = { request_timeout: v }))],
+    ['limits.max_body_bytes', (v) => variant((c) => void ((c as Obj).limits = { max_body_bytes: v }))],
+    ['pools.p.saturation.retry_after', (v) => variant((c) => void (pool(c).saturation = { retry_after: v }))],
+  ];
+  for (const [key, config] of keys) {
+    let accepted = 0;
+    let refused = 0;
+    fc.assert(
+      fc.property(written, (v) => {
+        const c = config(v);
+        const ajvOk = ajvErrors(c).length === 0;
+        const zodOk = configSchema.safeParse(c).success;
+        if (zodOk) accepted++;
+        else refused++;
+        return ajvOk === zodOk;
+      }),
+      { seed: SEED, numRuns: 1500 },
+    );
+    t.ok(accepted >= 20 && refused >= 20, `${key}: agreed on ${accepted} accepted and ${refused} refused values`);
   }
 });
 
