@@ -145,8 +145,14 @@ const auth = z.strictObject({
   jwt: jwt.optional().describe('How tokens are verified with mode: jwt: exactly one key source, the issuer, audience and algorithms.'),
 });
 
-/** A CIDR ("10.0.0.0/8", "fd00::/8") or a single address. */
-const cidr = z.string().refine((v) => parseCidr(v) !== null, { message: 'not an IP address or CIDR (e.g. "10.0.0.0/8", "::1/128")' }).describe('A CIDR ("10.0.0.0/8", "fd00::/8") or a single address.');
+/**
+ * A CIDR ("10.0.0.0/8", "fd00::/8") or a single address. The JSON Schema's pattern, for editors, is looser
+ * than parseCidr (every address it takes matches it), which has the last word.
+ */
+const cidr = z
+  .string()
+  .refine((v) => parseCidr(v) !== null, { message: 'not an IP address or CIDR (e.g. "10.0.0.0/8", "::1/128")' })
+  .meta({ description: 'A CIDR ("10.0.0.0/8", "fd00::/8") or a single address.', pattern: '^[0-9A-Fa-f.:]+(%[^/\\s]+)?(/\\d{1,3})?$' });
 
 const limits = z
   .strictObject({
