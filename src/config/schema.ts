@@ -54,7 +54,7 @@ const size = (def: string) =>
   z
     .union(
       [
-        z.string(sizeError).regex(new RegExp(SIZE_PATTERN), sizeError).describe('A size with its unit: "4mb", "512kb" (b, kb, mb, gb; kib, mib, gib the same).'),
+        z.string(sizeError).regex(new RegExp(SIZE_PATTERN), sizeError).describe('A size with its unit: "4mb", "512kb"; b, kb, mb, gb count in 1024s, as kib, mib, gib do.'),
         z.number(sizeError).int(sizeError).min(0, sizeError).describe('A whole number of bytes.'),
       ],
       sizeError,
@@ -246,10 +246,10 @@ const modelRoute = z.strictObject({
 /** What each scorer of the routing core's registry favours (a scorer added there without a line here does not compile). */
 const SCORER_DESCRIPTIONS: Record<ScorerName, string> = {
   prefix: "the endpoint likely holding the most of the prompt's prefix in its KV cache",
-  queue: 'the endpoint with the least queued prefill work (in prompt tokens)',
+  queue: 'the endpoint with the least queued prefill work, counted in prompt tokens',
   running: 'the endpoint running the fewest sequences',
   kv_cache: 'the endpoint with the most free KV cache',
-  lora: "for an adapter request, the endpoint that has the adapter loaded or a free adapter slot",
+  lora: "the endpoint that has a request's adapter loaded or a free adapter slot (adapter requests only)",
   load: "the endpoint with the least in flight by the gateway's own count",
 };
 
