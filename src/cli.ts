@@ -74,7 +74,12 @@ async function main(argv: string[]): Promise<number> {
       return checkConfig(rest);
     case 'schema': {
       if (rest.includes('--help') || rest.includes('-h')) {
-        process.stdout.write('Usage: infergate schema\n\nPrints the JSON Schema of the config file (every key, its type and default) on stdout.\n');
+        process.stdout.write(
+          'Usage: infergate schema\n\nPrints the JSON Schema (draft 2020-12) of the config file on stdout: every key with its type,\n' +
+            'description and default; durations and sizes with their patterns. config/gateway.schema.json is this\n' +
+            'output; editors with yaml-language-server read it through the first line of config/*.yaml:\n' +
+            '  # yaml-language-server: $schema=gateway.schema.json\n',
+        );
         return 0;
       }
       if (rest.length > 0) {

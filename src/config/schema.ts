@@ -38,43 +38,60 @@ const durationString = z
   .string({ error: (iss) => durationProblem(iss.input) ?? undefined })
   .regex(new RegExp(DURATION_PATTERN), { error: (iss) => durationProblem(iss.input) ?? undefined });
 
-const duration = (def: string) =>
-  durationString
-    .default(def)
-    .transform((v, ctx) => durationMs(v, ctx))
-    .describe('a duration with its unit: "250ms", "2s", "1m", "1h"');
+/** Milliseconds; each key says in its own `.describe()` what the duration bounds (the JSON Schema shows the pattern). */
+const duration = (def: string) => durationString.default(def).transform((v, ctx) => durationMs(v, ctx));
 
+/** The pattern a size written as a string matches: a number and an optional unit (b, kb, mb, gb; kib, mib, gib the same). */
+export const SIZE_PATTERN = '^\\d+(\\.\\d+)?\\s*([bB]|[kKmMgG][iI]?[bB])?$';
+
+const sizeError = { error: (iss: { input?: unknown }) => `not a size: ${JSON.stringify(iss.input)} (use e.g. "4mb", "512kb" or a whole number of bytes)` };
+
+/**
+ * Bytes: a string with a unit (SIZE_PATTERN) or a whole number of bytes. Both forms are in the JSON Schema
+ * (as anyOf, which Ajv's strict mode takes where it refuses a type list); each key describes itself.
+ */
 const size = (def: string) =>
   z
-    .union([z.string(), z.number()])
+    .union(
+      [
+        z.string(sizeError).regex(new RegExp(SIZE_PATTERN), sizeError).describe('A size with its unit: "4mb", "512kb"; b, kb, mb, gb count in 1024s, as kib, mib, gib do.'),
+        z.number(sizeError).int(sizeError).min(0, sizeError).describe('A whole number of bytes.'),
+      ],
+      sizeError,
+    )
     .default(def)
     .transform((v, ctx) => {
       const bytes = parseSize(v);
       if (bytes === null) {
-        ctx.addIssue({ code: 'custom', message: `not a size: ${JSON.stringify(v)} (use e.g. "4mb", "512kb" or a number of bytes)` });
+        ctx.addIssue({ code: 'custom', message: sizeError.error({ input: v }) });
         return z.NEVER;
       }
       return bytes;
-    })
-    .describe('a size: "4mb", "512kb" or a number of bytes');
+    });
+
+/** A key that is never accepted (a secret written in the file): the JSON Schema refuses any value, as the cross-checks do. */
+const refused = (description: string) => z.unknown().optional().meta({ description, not: {} });
 
 const port = z.number().int().min(0).max(65535);
 
-const tls = z.strictObject({ cert: z.string().min(1), key: z.string().min(1) });
+const tls = z.strictObject({
+  cert: z.string().min(1).describe('The PEM certificate (chain) file, relative to the working directory.'),
+  key: z.string().min(1).describe('The PEM private key file, relative to the working directory.'),
+});
 
 const listen = z.strictObject({
-  host: z.string().default('0.0.0.0'),
-  port: port.default(8080),
-  tls: tls.optional(),
+  host: z.string().default('0.0.0.0').describe('The address the client listener binds (0.0.0.0: every IPv4 interface).'),
+  port: port.default(8080).describe('The TCP port of the client listener (0: any free port, printed at start).'),
+  tls: tls.optional().describe('Serve HTTPS only on this port, with this certificate and key (absent: plain HTTP).'),
 });
 
 const admin = z.strictObject({
-  host: z.string().default('127.0.0.1'),
-  port: port.default(9090),
+  host: z.string().default('127.0.0.1').describe('The address the admin listener binds; keep it off the public network.'),
+  port: port.default(9090).describe('The TCP port of the admin listener (0: any free port, printed at start).'),
   /** /readyz: ready when every configured model (all) or at least one (any) has an endpoint to serve it. */
-  ready_when: z.enum(['all', 'any']).default('all'),
+  ready_when: z.enum(['all', 'any']).default('all').describe('When /readyz answers 200: every configured model (all) or at least one (any) has an endpoint to serve it.'),
   /** How many routing decisions /debug/decisions and the status page keep (a ring); 0 keeps none. */
-  decisions: z.number().int().min(0).max(100_000).default(200),
+  decisions: z.number().int().min(0).max(100_000).default(200).describe('How many recent routing decisions /debug/decisions and the status page keep (a count; 0 keeps none).'),
   watch_config: z
     .boolean()
     .default(true)
@@ -90,217 +107,265 @@ export const JWT_ALGORITHMS = [
 const jwt = z.strictObject({
   // where the verification keys come from: exactly one of these (keys are never written in this file)
   /** a JSON Web Key Set file (relative paths: from the config file's directory) */
-  jwks_file: z.string().min(1).optional(),
+  jwks_file: z.string().min(1).optional().describe("A JSON Web Key Set file holding the verification keys (a path; relative: from the config file's directory)."),
   /** a JSON Web Key Set served over HTTP(S): fetched at start, cached, refreshed (see jwks_*) */
-  jwks_url: z.string().url().optional(),
+  jwks_url: z.string().url().optional().describe('A JSON Web Key Set served over HTTP(S): fetched at start, cached and refreshed in the background.'),
   /** a PEM public key (SPKI) or certificate file */
-  public_key_file: z.string().min(1).optional(),
+  public_key_file: z.string().min(1).optional().describe("A PEM public key (SPKI) or certificate file that verifies tokens (relative: from the config file's directory)."),
   /** an environment variable holding a PEM public key */
-  public_key_env: z.string().min(1).optional(),
+  public_key_env: z.string().min(1).optional().describe('The name of an environment variable holding a PEM public key that verifies tokens.'),
   /** a file holding the shared secret of HS256/384/512 (at least 32 bytes) */
-  secret_file: z.string().min(1).optional(),
+  secret_file: z.string().min(1).optional().describe("A file holding the shared secret of HS256/HS384/HS512, at least 32 bytes (relative: from the config file's directory)."),
   /** an environment variable holding the shared secret */
-  secret_env: z.string().min(1).optional(),
+  secret_env: z.string().min(1).optional().describe('The name of an environment variable holding the shared secret of HS256/HS384/HS512.'),
   /** jwks_url: a key set older than this is refreshed in the background (the old one serves meanwhile) */
-  jwks_refresh: duration('5m'),
+  jwks_refresh: duration('5m').describe('With jwks_url: a key set older than this is refreshed in the background while it keeps serving (a duration, e.g. "5m").'),
   /** jwks_url: the least time between two fetches (an unknown kid fetches at most this often) */
-  jwks_cooldown: duration('30s'),
+  jwks_cooldown: duration('30s').describe('With jwks_url: the least time between two fetches, so an unknown kid fetches at most this often (a duration).'),
   /** jwks_url: a fetch slower than this fails (the request waiting for it gets 401) */
-  jwks_timeout: duration('2s'),
-  issuer: z.string({ message: 'auth.jwt.issuer is required (the iss every token must carry)' }).min(1),
-  audience: z.string({ message: 'auth.jwt.audience is required (the aud every token must carry)' }).min(1),
+  jwks_timeout: duration('2s').describe('With jwks_url: a fetch slower than this fails, and a request waiting for it gets 401 (a duration).'),
+  issuer: z.string({ message: 'auth.jwt.issuer is required (the iss every token must carry)' }).min(1).describe('The iss claim every token must carry (required).'),
+  audience: z.string({ message: 'auth.jwt.audience is required (the aud every token must carry)' }).min(1).describe('The aud claim every token must carry (required).'),
   algorithms: z
-    .array(z.enum(JWT_ALGORITHMS, { message: `an algorithm is one of ${JWT_ALGORITHMS.join(', ')}` }), {
+    .array(z.enum(JWT_ALGORITHMS, { message: `an algorithm is one of ${JWT_ALGORITHMS.join(', ')}` }).describe('A JWS signature algorithm.'), {
       message: 'list the algorithms tokens may be signed with (there is no default)',
     })
-    .min(1, 'list the algorithms tokens may be signed with (there is no default)'),
-  clock_skew: duration('30s'),
-  tenant_claim: z.string().min(1).default('sub'),
-  models_claim: z.string().min(1).default('models'),
-  priority_claim: z.string().min(1).default('priority'),
+    .min(1, 'list the algorithms tokens may be signed with (there is no default)')
+    .describe('The signature algorithms tokens may be signed with (required; HS256/384/512 only with secret_file or secret_env).'),
+  clock_skew: duration('30s').describe('Tolerance on the exp, nbf and iat claims (a duration).'),
+  tenant_claim: z.string().min(1).default('sub').describe('The claim that names the tenant (quotas, logs).'),
+  models_claim: z.string().min(1).default('models').describe('The claim listing the model names or patterns (llama-*) the token may use; "*" allows every model.'),
+  priority_claim: z.string().min(1).default('priority').describe("The claim holding the request's priority class: critical, standard or sheddable."),
   /** verified tokens remembered (by digest) until their exp; 0 verifies every request */
-  cache_entries: z.number().int().min(0).default(10_000),
+  cache_entries: z.number().int().min(0).default(10_000).describe('How many verified tokens are remembered, by digest, until their exp (a count; 0 verifies every request).'),
   /** never accepted: a key written in the config file */
-  secret: z.unknown().optional(),
-  public_key: z.unknown().optional(),
+  secret: refused('Never accepted: a key is not written in the config file (use secret_file or secret_env).'),
+  public_key: refused('Never accepted: a key is not written in the config file (use public_key_file or public_key_env).'),
 });
 
 const auth = z.strictObject({
-  mode: z.enum(['jwt', 'none'], { message: 'auth.mode must be "jwt" or "none" (there is no default)' }),
-  allow_unauthenticated: z.boolean().default(false),
-  jwt: jwt.optional(),
+  mode: z.enum(['jwt', 'none'], { message: 'auth.mode must be "jwt" or "none" (there is no default)' }).describe('Whether every request must carry a verified JWT (jwt) or none is asked for (none); required.'),
+  allow_unauthenticated: z.boolean().default(false).describe('Must be true with mode: none, to say on purpose that anyone who reaches the port may use every model.'),
+  jwt: jwt.optional().describe('How tokens are verified with mode: jwt: exactly one key source, the issuer, audience and algorithms.'),
 });
 
-/** A CIDR ("10.0.0.0/8", "fd00::/8") or a single address. */
-const cidr = z.string().refine((v) => parseCidr(v) !== null, { message: 'not an IP address or CIDR (e.g. "10.0.0.0/8", "::1/128")' });
+/**
+ * A CIDR ("10.0.0.0/8", "fd00::/8") or a single address. The JSON Schema's pattern, for editors, is looser
+ * than parseCidr (every address it takes matches it), which has the last word.
+ */
+const cidr = z
+  .string()
+  .refine((v) => parseCidr(v) !== null, { message: 'not an IP address or CIDR (e.g. "10.0.0.0/8", "::1/128")' })
+  .meta({ description: 'A CIDR ("10.0.0.0/8", "fd00::/8") or a single address.', pattern: '^[0-9A-Fa-f.:]+(%[^/\\s]+)?(/\\d{1,3})?$' });
 
 const limits = z
   .strictObject({
-    max_body_bytes: size('4mb'),
+    max_body_bytes: size('4mb').describe('The largest request body accepted; a larger one is answered 413 (a size: "4mb", "512kb" or bytes).'),
     /** Request bodies being received, all connections together: past it a request is answered 503. */
-    max_buffered_body_bytes: size('256mb'),
-    max_header_bytes: size('16kb'),
+    max_buffered_body_bytes: size('256mb').describe('Request bodies being received, all connections together, past which a new request is answered 503 (a size).'),
+    max_header_bytes: size('16kb').describe("The largest request head (request line and headers) accepted, on both listeners (a size)."),
     /** Objects and arrays nested deeper than this in a request body are refused (400 json_too_deep). */
-    max_json_depth: z.number().int().min(1).max(10_000).default(64),
-    request_timeout: duration('10m'),
-    first_byte_timeout: duration('60s'),
+    max_json_depth: z.number().int().min(1).max(10_000).default(64).describe('Objects and arrays nested deeper than this in a request body are refused with 400 json_too_deep (a count of levels).'),
+    request_timeout: duration('10m').describe('The longest a whole request may take, streaming included (a duration, e.g. "10m").'),
+    first_byte_timeout: duration('60s').describe('How long an endpoint has to start answering a request (a duration).'),
     /** Tries on another endpoint when one fails before its first response byte. */
-    retries: z.number().int().min(0).max(5).default(1),
+    retries: z.number().int().min(0).max(5).default(1).describe('Tries on another endpoint when one fails before its first response byte (a count).'),
     /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
-    drain_timeout: duration('8s'),
+    drain_timeout: duration('8s').describe('On SIGTERM, how long in-flight requests may run before the process exits anyway (a duration).'),
     /**
      * Client-port requests in progress (each holds a connection, and an upstream one) past which a new
      * request is answered 503 too_many_connections and its connection closed. Default: from the process's
      * open-file limit (see the gateway README).
      */
-    max_connections: z.number().int().min(1).optional(),
+    max_connections: z.number().int().min(1).optional().describe('Client requests in progress past which a new one is answered 503 too_many_connections and its connection closed (a count; default: from the open-file limit).'),
     /** The same bound per client address (a proxy in front is one address). Default: none. */
-    max_connections_per_client: z.number().int().min(1).optional(),
+    max_connections_per_client: z.number().int().min(1).optional().describe('The same bound per client address, a proxy in front counting as one (a count; default: none).'),
     /** How long a streamed answer may stay backed up (the client not taking it) before the gateway ends it. */
-    client_stall_timeout: duration('30s'),
+    client_stall_timeout: duration('30s').describe('How long a streamed answer may stay backed up, the client not reading it, before the gateway ends it (a duration).'),
   })
-  .prefault({});
+  .prefault({})
+  .describe('Bounds on request size, time and connections.');
 
 /** A tenant's limits (src/quota/): a key left out of an override takes tenants.default's; absent there, no limit. */
 const tenantLimits = z.strictObject({
-  requests_per_minute: z.number().positive().optional(),
+  requests_per_minute: z.number().positive().optional().describe('Requests the tenant may start per minute (a rate).'),
   /** prompt + completion tokens: the prompt estimated at admission, corrected by the answer's usage */
-  tokens_per_minute: z.number().positive().optional(),
+  tokens_per_minute: z.number().positive().optional().describe("Prompt plus completion tokens per minute, the prompt estimated at admission and corrected by the answer's usage (a rate)."),
   /** requests of the tenant in flight at once (all gateways together with quota.backend: redis) */
-  max_concurrent: z.number().int().positive().optional(),
-  priority: z.enum(['critical', 'standard', 'sheddable']).optional(),
+  max_concurrent: z.number().int().positive().optional().describe('Requests of the tenant in flight at once, all gateways together with quota.backend: redis (a count).'),
+  priority: z.enum(['critical', 'standard', 'sheddable']).optional().describe("The tenant's priority class."),
 });
 
 const tenants = z
   .strictObject({
-    default: tenantLimits.prefault({}),
-    overrides: z.record(z.string(), tenantLimits).default({}),
+    default: tenantLimits.prefault({}).describe('The limits of every tenant without an override; a key left out means no such limit.'),
+    overrides: z.record(z.string(), tenantLimits.describe("One tenant's limits, by tenant name.")).default({}).describe("Limits per tenant name; a key left out takes tenants.default's."),
   })
-  .prefault({});
+  .prefault({})
+  .describe('Limits per tenant (the tenant comes from the verified token).');
 
 /** Where tenant quotas are counted (src/quota/README.md). */
 const quota = z
   .strictObject({
     /** memory: each gateway process counts alone; redis: every gateway sharing the Redis shares the quota */
-    backend: z.enum(['memory', 'redis']).default('memory'),
+    backend: z.enum(['memory', 'redis']).default('memory').describe('Where quotas are counted: memory (each gateway process alone) or redis (shared by every gateway on one Redis).'),
     redis: z
       .strictObject({
         url: z
           .string()
           .regex(/^rediss?:\/\/\S+$/, 'a Redis URL: redis://HOST:PORT[/DB] or rediss://… (TLS)')
-          .optional(),
-        key_prefix: z.string().default('infergate:quota:'),
+          .optional()
+          .describe('The Redis to count in, redis://HOST:PORT[/DB] or rediss:// for TLS (required with backend: redis).'),
+        key_prefix: z.string().default('infergate:quota:').describe('The prefix of every Redis key the quotas use.'),
         /** the longest a request waits for Redis; past it quota.on_backend_error decides */
-        timeout: duration('50ms'),
+        timeout: duration('50ms').describe('The longest a request waits for Redis, between 1ms and 10s; past it on_backend_error decides (a duration).'),
         /** a concurrency lease of a gateway that died expires after this long (live ones are renewed) */
-        lease_ttl: duration('30s'),
+        lease_ttl: duration('30s').describe("How long a dead gateway's concurrency leases last, at least 3s; live ones are renewed (a duration)."),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('The Redis of quota.backend: redis.'),
     /** when Redis cannot answer in time: allow (no limit), local (this process's own counts), deny (503) */
-    on_backend_error: z.enum(['allow', 'local', 'deny']).default('local'),
+    on_backend_error: z.enum(['allow', 'local', 'deny']).default('local').describe("When Redis cannot answer in time: allow (no limit), local (this process's own counts) or deny (503)."),
   })
-  .prefault({});
+  .prefault({})
+  .describe('Where tenant quotas are counted.');
 
-const target = z.strictObject({ model: z.string().min(1), weight: z.number().min(0) });
+const target = z
+  .strictObject({
+    model: z.string().min(1).describe('A model listed under models that has a pool.'),
+    weight: z.number().min(0).describe("This target's share of the alias's traffic, relative to the other targets' (0 sends it none)."),
+  })
+  .describe('One target of an alias.');
 
 const modelRoute = z.strictObject({
-  name: z.string().min(1),
-  pool: z.string().min(1).optional(),
-  targets: z.array(target).min(1).optional(),
-  sticky: z.strictObject({ header: z.string().min(1) }).optional(),
-});
+  name: z.string().min(1).describe('The name clients send in the "model" field.'),
+  pool: z.string().min(1).optional().describe('The pool that serves this model (exactly one of pool or targets).'),
+  targets: z.array(target).min(1).optional().describe('Models this alias splits its traffic between, by weight (exactly one of pool or targets).'),
+  sticky: z
+    .strictObject({ header: z.string().min(1).describe('The request header whose value names the session.') })
+    .optional()
+    .describe('Keep each session on one target of the alias.'),
+}).describe('One model clients may ask for, and what serves it.');
+
+/** What each scorer of the routing core's registry favours (a scorer added there without a line here does not compile). */
+const SCORER_DESCRIPTIONS: Record<ScorerName, string> = {
+  prefix: "the endpoint likely holding the most of the prompt's prefix in its KV cache",
+  queue: 'the endpoint with the least queued prefill work, counted in prompt tokens',
+  running: 'the endpoint running the fewest sequences',
+  kv_cache: 'the endpoint with the most free KV cache',
+  lora: "the endpoint that has a request's adapter loaded or a free adapter slot (adapter requests only)",
+  load: "the endpoint with the least in flight by the gateway's own count",
+};
 
 /** One weight per scorer of the routing core's registry, with the scorer's default. */
 function scoringWeights(): Record<ScorerName, z.ZodDefault<z.ZodNumber>> {
   const shape = {} as Record<ScorerName, z.ZodDefault<z.ZodNumber>>;
-  for (const s of SCORERS) shape[s.name] = z.number().min(0).default(s.defaultWeight);
+  for (const s of SCORERS) {
+    shape[s.name] = z.number().min(0).default(s.defaultWeight).describe(`The weight of the ${s.name} scorer, which favours ${SCORER_DESCRIPTIONS[s.name]} (0 turns it off).`);
+  }
   return shape;
 }
 
-const scoring = z.strictObject(scoringWeights()).prefault({});
+const scoring = z.strictObject(scoringWeights()).prefault({}).describe("The weights of the scored policy's scorers; 0 turns one off.");
 
 /** How often each endpoint's metrics are scraped when the config leaves it (the simulator's too). */
 export const DEFAULT_METRICS_INTERVAL = '100ms';
 
 const endpoint = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT, e.g. 127.0.0.1:8001');
+  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT, e.g. 127.0.0.1:8001')
+  .describe('One model server as HOST:PORT, e.g. 127.0.0.1:8001.');
 
 const pool = z.strictObject({
-  engine: z.enum(['vllm', 'sglang']).default('vllm'),
-  endpoints: z.array(endpoint).default([]),
+  engine: z.enum(['vllm', 'sglang']).default('vllm').describe("The model server the endpoints run, which says whose metric names are read: vllm or sglang."),
+  endpoints: z.array(endpoint).default([]).describe('The model servers of the pool, each HOST:PORT (or use discovery).'),
   discovery: z
-    .strictObject({ dns: z.string().min(1), port, interval: duration('5s') })
-    .optional(),
+    .strictObject({
+      dns: z.string().min(1).describe('The DNS name whose addresses are the endpoints, e.g. a Kubernetes headless service.'),
+      port: port.describe('The TCP port the discovered model servers listen on.'),
+      interval: duration('5s').describe('How often the name is resolved again (a duration).'),
+    })
+    .optional()
+    .describe('Find the endpoints by resolving a DNS name again and again, instead of listing them.'),
   /** A file holding the key sent upstream as `Authorization: Bearer …` (relative: from the config file). */
-  api_key_file: z.string().min(1).optional(),
+  api_key_file: z.string().min(1).optional().describe("A file holding the key sent upstream as Authorization: Bearer (relative: from the config file's directory)."),
   /** An environment variable holding that key. */
-  api_key_env: z.string().min(1).optional(),
+  api_key_env: z.string().min(1).optional().describe('The name of an environment variable holding the key sent upstream as Authorization: Bearer.'),
   /** never accepted: a key written in the config file (see api_key_file, api_key_env) */
-  api_key: z.unknown().optional(),
+  api_key: refused('Never accepted: a key is not written in the config file (use api_key_file or api_key_env).'),
   /** Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded). */
-  forward_client_auth: z.boolean().default(false),
+  forward_client_auth: z.boolean().default(false).describe("Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded)."),
   metrics: z
     .strictObject({
-      path: z.string().startsWith('/').default('/metrics'),
-      interval: duration(DEFAULT_METRICS_INTERVAL),
-      stale_after: duration('1s'),
+      path: z.string().regex(/^\//, 'a path starts with "/"').default('/metrics').describe("The path of each endpoint's Prometheus metrics page."),
+      interval: duration(DEFAULT_METRICS_INTERVAL).describe("How often each endpoint's metrics are scraped (a duration)."),
+      stale_after: duration('1s').describe('Metrics older than this are not scored on (a duration).'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe("How the endpoints' load signals are scraped."),
   /** The engines' batch size (vLLM --max-num-seqs), when known: the picker then counts the wait for a
    *  decode slot on a full endpoint, and saturation counts requests beyond the free seats as waiting.
    *  Engines do not export it in their metrics. */
-  max_num_seqs: z.number().int().min(1).optional(),
-  policy: z.enum(POLICY_NAMES).default('scored'),
-  shadow_policy: z.enum(POLICY_NAMES).optional(),
+  max_num_seqs: z.number().int().min(1).optional().describe('The engines\' batch size (vLLM --max-num-seqs) when known, so the picker counts the wait for a decode slot (a count of sequences; unset: 256 for saturation).'),
+  policy: z.enum(POLICY_NAMES).default('scored').describe('How an endpoint is picked: scored (prefix affinity and load), round_robin, least_request or random.'),
+  shadow_policy: z.enum(POLICY_NAMES).optional().describe('A second policy that picks silently beside the serving one, for comparison before a rollout.'),
   scoring,
   prefix: z
     .strictObject({
-      block_chars: z.number().int().min(8).max(65536).default(64),
-      max_blocks: z.number().int().min(1).max(65536).default(2048),
-      capacity_blocks_per_endpoint: z.number().int().min(1).default(31250),
+      block_chars: z.number().int().min(8).max(65536).default(64).describe('Prompt characters per prefix block hashed for affinity (characters).'),
+      max_blocks: z.number().int().min(1).max(65536).default(2048).describe('The most blocks of a prompt the prefix index looks at (a count of blocks).'),
+      capacity_blocks_per_endpoint: z.number().int().min(1).default(31250).describe("Blocks the index remembers per endpoint, an estimate of its KV cache's size (a count of blocks)."),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('The prefix-affinity index of the scored policy.'),
   saturation: z
     .strictObject({
       /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the
        *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats (256 when
        *  unset: vLLM's default) or late for their first byte (routing/saturation.ts), never the mere count
        *  in flight. */
-      queue_depth: z.number().min(0).default(5),
+      queue_depth: z.number().min(0).default(5).describe('Waiting requests at which an endpoint counts as saturated (a count; 0 turns this test off).'),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
-      kv_cache: z.number().min(0).max(1).default(0.8),
+      kv_cache: z.number().min(0).max(1).default(0.8).describe('KV-cache use, from 0 to 1, at which an endpoint counts as saturated (0 turns this test off).'),
       retry_after: z
-        .union([z.literal('auto'), z.string(), z.number()])
+        .union(
+          [
+            z.literal('auto').describe("From the pool's recent answer times."),
+            durationString.describe('A duration with its unit, e.g. "2s".'),
+          ],
+          { error: (iss) => durationProblem(iss.input) ?? undefined },
+        )
         .default('auto')
         .transform((v, ctx): 'auto' | number => (v === 'auto' ? 'auto' : durationMs(v, ctx)))
-        .describe('"auto" (from the pool\'s recent answer times) or a duration with its unit, e.g. "2s"'),
+        .describe('The Retry-After of the 429 sent while every endpoint is saturated: "auto" or a duration.'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('When every endpoint of the pool is saturated, new requests are answered 429 with Retry-After.'),
 });
 
 const logging = z
   .strictObject({
-    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('The least severe level logged (silent: nothing).'),
     /** One structured line per request (model, pool, endpoint, status, timings). */
-    access_log: z.boolean().default(true),
+    access_log: z.boolean().default(true).describe('Write one structured line per request (model, pool, endpoint, status, timings).'),
   })
-  .prefault({});
+  .prefault({})
+  .describe('What the gateway logs, on stdout.');
 
 export const configSchema = z
   .strictObject({
-    listen: listen.prefault({}),
+    listen: listen.prefault({}).describe('The client listener, where OpenAI-style requests arrive.'),
     logging,
-    debug_headers: z.boolean().default(false),
+    debug_headers: z.boolean().default(false).describe('Answers carry x-infergate-endpoint, naming the endpoint that served them.'),
     /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
-    trusted_proxies: z.array(cidr).default([]),
-    admin: admin.prefault({}),
-    auth,
+    trusted_proxies: z.array(cidr).default([]).describe("Peers whose X-Forwarded-For and X-Forwarded-Proto are kept and appended to; others' are replaced."),
+    admin: admin.prefault({}).describe('The admin listener: status page, /metrics, /healthz, /readyz and /debug/*.'),
+    auth: auth.describe('Client authentication (required).'),
     limits,
     tenants,
     quota,
-    models: z.array(modelRoute).min(1, 'at least one model must be listed'),
-    pools: z.record(z.string().min(1), pool),
+    models: z.array(modelRoute).min(1, 'at least one model must be listed').describe('The model names clients may ask for and what serves each (at least one).'),
+    pools: z.record(z.string().min(1), pool.describe('One pool of interchangeable model servers, by name.')).describe('The pools of model servers, by name.'),
   })
   // Cross-key checks run even when some keys are invalid (when: always), so one run reports every problem;
   // the value may then hold unparsed parts, hence the defensive reads.
@@ -434,9 +499,42 @@ function jwtChecks(raw: unknown, ctx: z.RefinementCtx): void {
 export type Config = z.output<typeof configSchema>;
 export type PoolConfig = Config['pools'][string];
 
-/** The JSON Schema of the file as a user writes it (defaults shown, units as strings). */
-export function configJsonSchema(): unknown {
-  return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' });
+/**
+ * The JSON Schema (draft 2020-12) of the file as a user writes it: what `infergate schema` prints and
+ * config/gateway.schema.json holds, for editors (yaml-language-server) and CI linting. Every key carries its
+ * description, to which the default, when it is a plain value, is added here (so the two never disagree);
+ * it compiles under Ajv's strict mode (test/config/schema.test.ts).
+ */
+export function configJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  withDefaultsDescribed(schema);
+  const { $schema, ...rest } = schema;
+  return {
+    $schema,
+    title: 'infergate configuration',
+    description: 'The YAML file `infergate serve --config` reads; `infergate check-config FILE` validates one with the same rules and more.',
+    ...rest,
+  };
+}
+
+/** Appends "Default: …" to each description of a node whose default is not an object (objects' defaults are their keys'). */
+function withDefaultsDescribed(node: unknown): void {
+  if (node === null || typeof node !== 'object') return;
+  const n = node as Record<string, unknown>;
+  const d = n.default;
+  if (typeof n.description === 'string' && d !== undefined && (typeof d !== 'object' || Array.isArray(d))) {
+    n.description = `${n.description} Default: ${JSON.stringify(d)}.`;
+  }
+  for (const sub of subschemas(n)) withDefaultsDescribed(sub);
+}
+
+/** The schemas a JSON Schema node holds (of the keywords zod emits), one level down. */
+function subschemas(n: Record<string, unknown>): unknown[] {
+  const out: unknown[] = [];
+  for (const k of ['properties', 'patternProperties', '$defs']) if (n[k] && typeof n[k] === 'object') out.push(...Object.values(n[k] as object));
+  for (const k of ['additionalProperties', 'items', 'propertyNames', 'not', 'contains']) if (n[k] && typeof n[k] === 'object') out.push(n[k]);
+  for (const k of ['anyOf', 'oneOf', 'allOf', 'prefixItems']) if (Array.isArray(n[k])) out.push(...(n[k] as unknown[]));
+  return out;
 }
 export type TenantsConfig = Config['tenants'];
 export type QuotaConfig = Config['quota'];
