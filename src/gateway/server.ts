@@ -21,6 +21,7 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
 import { ShuttingDown, Upstreams } from './upstreams.js';
+import { RetryBudgets } from './retry.js';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
@@ -51,6 +52,7 @@ export class Gateway implements GatewayContext {
   poolKeys: ReadonlyMap<string, string> = new Map();
   draining = false;
   inFlight = 0;
+  readonly retryBudgets = new RetryBudgets();
   private scraper: Scraper | undefined;
   private discovery: Discovery | undefined;
   private front: Front | undefined;
@@ -62,7 +64,9 @@ export class Gateway implements GatewayContext {
     readonly config: Config,
     readonly logger: Logger,
   ) {
-    this.router = new Router(routerConfig(config));
+    this.router = new Router(routerConfig(config), {
+      onEjection: (pool, endpoint, outcome) => this.metrics.ejection(pool, endpoint, outcome),
+    });
     this.upstreams = new Upstreams(config.limits);
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
