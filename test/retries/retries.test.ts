@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import { request } from 'undici';
 import { startMocks, startGateway, gatewayConfig, until, scrape, metric, type Mocks, type RunningGateway } from '../e2e/support.js';
 import { freePort } from '../helpers/process.js';
+import { startUpstream, streamSse, sseBody } from '../helpers/upstream.js';
 
 interface MockState {
   completions: number;
@@ -91,6 +92,27 @@ t.test('a whole answer past response_timeout: 504, cancelled on its pod, never r
   t.equal(states.reduce((a, s) => a + s.completions, 0), 1, 'sent once: no retry');
   t.equal(await gatewayMetric(gw, 'infergate_retries_total'), 0, 'no retry counted');
   t.equal(await gatewayMetric(gw, 'infergate_upstream_errors_total', { kind: 'timeout' }), 1, 'counted as a timeout');
+});
+
+t.test('a stream silent past first_byte_timeout: 504, cancelled, never retried', async (t) => {
+  const silent = await startUpstream(() => undefined); // takes the request and never answers
+  const body = sseBody(3);
+  const healthy = await startUpstream((_req, res) => streamSse(res, body));
+  t.teardown(async () => {
+    await silent.close();
+    await healthy.close();
+  });
+  const gw = await gateway(t, gatewayConfig([silent.endpoint, healthy.endpoint], { over: { limits: { first_byte_timeout: '300ms' } } }));
+  // round robin: of two requests, one goes to each endpoint
+  const answers = [await ask(gw, chat({ stream: true })), await ask(gw, chat({ stream: true }))];
+  const timedOut = answers.filter((a) => a.status === 504);
+  t.equal(timedOut.length, 1, 'the silent endpoint\'s request: 504');
+  t.equal((JSON.parse(timedOut[0].text) as { error: { code: string } }).error.code, 'upstream_timeout');
+  t.ok(answers.some((a) => a.status === 200 && a.text === body), 'the other one served');
+  t.equal(silent.received.length, 1);
+  t.equal(healthy.received.length, 1, 'the timed-out request was not sent again');
+  await until(() => silent.received[0].closedEarly, 5_000, 'the silent endpoint to see its request cancelled');
+  t.equal(await gatewayMetric(gw, 'infergate_retries_total'), 0);
 });
 
 t.test('a refused connection and a reset before any byte are retried on another endpoint', async (t) => {
