@@ -311,6 +311,7 @@ export class PoolRouter implements TicketOwner {
     if (st.removed) return;
     // the ceiling: never more than max_ejection_percent of the pool out at once (at least one may be)
     const ceiling = ejectionCeiling(this.states.length, this.cfg.max_ejection_percent);
+    if (ceiling === 0) return; // max_ejection_percent: 0, ejection off
     if (this.ejectedCount(now) < ceiling) {
       eject(st, now, this.tuning);
       this.onEjection?.(this.name, st.name, 'ejected', now);
