@@ -46,7 +46,7 @@ export function fileProblems(config: Config, check: FileCheck): ConfigNotice[] {
 
 /** The stop grace a container gets by default between SIGTERM and SIGKILL (docker stop). */
 export const CONTAINER_STOP_GRACE_MS = 10_000;
-/** A non-streamed answer arrives whole: 1,500 tokens at 20 ms/token is 30 s before its first byte. */
+/** A non-streamed answer arrives whole: 1,500 tokens at 20 ms/token is 30 s before its first byte (response_timeout). */
 export const PLAUSIBLE_WHOLE_ANSWER_MS = 30_000;
 
 export function configWarnings(config: Config): ConfigNotice[] {
@@ -59,14 +59,16 @@ export function configWarnings(config: Config): ConfigNotice[] {
       message: `${s(l.drain_timeout)} is longer than the ${s(CONTAINER_STOP_GRACE_MS)} a container gets between SIGTERM and SIGKILL by default (docker stop); streams still open then are killed without an error event. Raise the stop grace (docker --stop-timeout, Kubernetes terminationGracePeriodSeconds) above it, or lower it`,
     });
   }
-  if (l.first_byte_timeout < PLAUSIBLE_WHOLE_ANSWER_MS) {
+  if (l.response_timeout < PLAUSIBLE_WHOLE_ANSWER_MS) {
     out.push({
-      path: ['limits', 'first_byte_timeout'],
-      message: `${s(l.first_byte_timeout)}: a non-streamed answer's first byte comes when the whole answer is generated (1,500 tokens at 20 ms/token take 30s), so longer answers are cut and retried elsewhere`,
+      path: ['limits', 'response_timeout'],
+      message: `${s(l.response_timeout)}: a non-streamed answer arrives whole, when it is all generated (1,500 tokens at 20 ms/token take 30s), so longer answers are cut with a 504`,
     });
   }
   if (l.request_timeout < l.first_byte_timeout) {
     out.push({ path: ['limits', 'request_timeout'], message: `${s(l.request_timeout)} is shorter than first_byte_timeout (${s(l.first_byte_timeout)}), which then never applies` });
+  } else if (l.request_timeout < l.response_timeout) {
+    out.push({ path: ['limits', 'request_timeout'], message: `${s(l.request_timeout)} is shorter than response_timeout (${s(l.response_timeout)}), which then never applies` });
   }
   for (const [name, pool] of Object.entries(config.pools)) {
     if (pool.metrics.stale_after < 2 * pool.metrics.interval) {

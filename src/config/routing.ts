@@ -28,6 +28,7 @@ function poolOptionsOf(pc: PoolConfig): PoolOptions {
     prefix: { ...pc.prefix },
     saturation: { ...pc.saturation },
     metrics: { stale_after: pc.metrics.stale_after },
+    max_ejection_percent: pc.max_ejection_percent,
   };
   if (pc.max_num_seqs !== undefined) out.max_num_seqs = pc.max_num_seqs;
   return out;

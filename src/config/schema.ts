@@ -167,9 +167,22 @@ const limits = z
     /** Objects and arrays nested deeper than this in a request body are refused (400 json_too_deep). */
     max_json_depth: z.number().int().min(1).max(10_000).default(64).describe('Objects and arrays nested deeper than this in a request body are refused with 400 json_too_deep (a count of levels).'),
     request_timeout: duration('10m').describe('The longest a whole request may take, streaming included (a duration, e.g. "10m").'),
-    first_byte_timeout: duration('60s').describe('How long an endpoint has to start answering a request (a duration).'),
+    first_byte_timeout: duration('60s').describe(
+      'A streamed request: the longest the model server may send nothing, before its first token or between two chunks (a duration: "60s"); past it the request is cancelled and answered 504.',
+    ),
+    response_timeout: duration('5m').describe(
+      'A non-streamed request: the longest the whole answer may take from the moment it is sent (a duration: "5m"; a 4,000-token answer at 20 ms/token takes 80s); past it the request is cancelled and answered 504, never retried.',
+    ),
     /** Tries on another endpoint when one fails before its first response byte. */
-    retries: z.number().int().min(0).max(5).default(1).describe('Tries on another endpoint when one fails before its first response byte (a count).'),
+    retries: z
+      .number()
+      .int()
+      .min(0)
+      .max(5)
+      .default(1)
+      .describe(
+        'Tries on another endpoint (a count) when one fails in a way that proves it did not take the request: refused connection, reset before any answer byte, or a 502/503 status; within the pool\'s retry_budget.',
+      ),
     /** On SIGTERM, how long in-flight requests may run before the process exits anyway. */
     drain_timeout: duration('8s').describe('On SIGTERM, how long in-flight requests may run before the process exits anyway (a duration).'),
     /**
@@ -318,6 +331,31 @@ const pool = z.strictObject({
     })
     .prefault({})
     .describe('The prefix-affinity index of the scored policy.'),
+  max_ejection_percent: z
+    .number()
+    .min(0)
+    .max(100)
+    .default(50)
+    .describe(
+      'The most of the pool\'s endpoints, in percent, ejected at once after consecutive upstream errors (rounded down, but at least one); 0 turns ejection off.',
+    ),
+  retry_budget: z
+    .strictObject({
+      budget_percent: z
+        .number()
+        .min(0)
+        .max(100)
+        .default(20)
+        .describe('Retries in progress at once, in percent of the pool\'s requests in progress (as Envoy\'s retry budget).'),
+      min_retry_concurrency: z
+        .number()
+        .int()
+        .min(0)
+        .default(3)
+        .describe('Retries in progress at once that are always allowed, however few requests are in progress (a count).'),
+    })
+    .prefault({})
+    .describe('How many retries a pool may have in progress at once, so that retries cannot multiply the load on a failing pool.'),
   saturation: z
     .strictObject({
       /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the

@@ -8,6 +8,7 @@ import type { Upstreams } from './upstreams.js';
 import type { ClientSide } from './client.js';
 import type { Admission } from './admission.js';
 import type { Quota } from '../quota/index.js';
+import type { RetryBudgets } from './retry.js';
 
 export interface GatewayContext {
   config: Config;
@@ -31,6 +32,8 @@ export interface GatewayContext {
   /** the last routing decisions (admin.decisions > 0), fed by every pick */
   readonly decisions: DecisionRing | null;
   inFlight: number;
+  /** each pool's retries in progress against its retry_budget (retry.ts) */
+  readonly retryBudgets: RetryBudgets;
   /** an exchange is over (its client's connection no longer counts) */
   onExchangeDone(ex: { readonly client: ClientSide }): void;
 }

@@ -30,7 +30,8 @@ import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readReques
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
-import { dispatchTry, isTimeout, retryableStatus, type UpstreamListener } from './upstream.js';
+import { dispatchTry, isTimeout, type UpstreamListener } from './upstream.js';
+import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
 
 /** body: reading it; admission: body checked, waiting for the token's verification or a check */
 type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
@@ -76,6 +77,14 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private controller: Dispatcher.DispatchController | undefined;
   private attemptId = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** a non-streamed try's whole-answer deadline (limits.response_timeout) */
+  private answerTimer: NodeJS.Timeout | undefined;
+  /** the pool's retry budget, from the first try to the end (this request counts in its `active`) */
+  private budget: RetryBudget | undefined;
+  /** the current try is a retry, counted in the budget's activeRetries */
+  private retrying = false;
+  /** why the next try is a retry (for infergate_retries_total) */
+  private retryReason: RetryReason = 'connect';
 
   // tenant quota (src/quota/): the lease this request holds, the x-ratelimit-* headers its answer carries,
   // and how the answer's usage is read (to charge the real token count)
@@ -201,6 +210,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   private startTries(): void {
     this.phase = 'upstream';
+    this.budget = this.ctx.retryBudgets.of(this.pool);
+    this.budget.active++;
     this.tryNext();
   }
 
@@ -273,9 +284,51 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
     this.attempts++;
-    if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool });
-    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId);
+    if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool, reason: this.retryReason });
+    const limits = this.ctx.config.limits;
+    // A stream may stay silent first_byte_timeout at most (before its first token or between chunks); a
+    // non-streamed answer comes whole when it is all generated, so its deadline is for the whole answer.
+    if (!this.streamRequested) {
+      if (this.answerTimer) clearTimeout(this.answerTimer);
+      this.answerTimer = setTimeout(this.onResponseTimeout, limits.response_timeout, this.attemptId + 1);
+    }
+    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0);
   }
+
+  /**
+   * Whether a failed try may be sent again (retry.ts says for which failures): retries left for this
+   * request, and room in the pool's retry budget (a request already retrying holds its place there).
+   */
+  private retryAllowed(): boolean {
+    if (!this.canRetry || !this.budget) return false;
+    if (this.retrying || this.budget.allows(this.poolCfg.retry_budget)) return true;
+    this.ctx.metrics.retryBudgetExhausted.inc({ pool: this.pool });
+    return false;
+  }
+
+  /** The next try is a retry (after retryAllowed): it holds a place in the pool's budget until the end. */
+  private startRetry(reason: RetryReason): void {
+    if (!this.retrying) {
+      this.retrying = true;
+      this.budget!.activeRetries++;
+    }
+    this.retryReason = reason;
+  }
+
+  /** The whole non-streamed answer took longer than limits.response_timeout: cancelled, 504, no retry. */
+  private readonly onResponseTimeout = (attempt: number): void => {
+    try {
+      this.answerTimer = undefined;
+      if (!this.isCurrent(attempt)) return;
+      this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'timeout' });
+      this.attemptId++; // whatever the try still reports is ignored
+      this.controller?.abort(new Error('response timeout'));
+      this.endAttempt('error');
+      this.breakStream(errors.upstreamTimeout());
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  };
 
   private readonly learnPick = (): void => {
     try {
@@ -315,11 +368,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   ): void {
     if (retryableStatus(statusCode)) {
       this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'status' });
-      if (this.canRetry) {
-        // Another endpoint, if there is one: otherwise this answer is passed on as it is.
+      if (this.retryAllowed()) {
+        // Another endpoint, if there is one (and retries and the budget allow): otherwise this answer is
+        // passed on as it is.
         this.dropEndpoint();
         const next = choose(this.ctx, this, this.failed, false);
         if (next.kind === 'ok') {
+          this.startRetry('status');
           this.endAttempt('error');
           this.attemptId++; // everything the abandoned attempt still reports is ignored
           controller.abort(new Error('retrying on another endpoint'));
@@ -378,11 +433,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     const timeout = isTimeout(err);
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {
-      // Nothing reached the client yet: try another endpoint while retries last.
+      // No answer byte yet: another endpoint, if the failure proves this one did not take the request
+      // (refused, reset: retry.ts) and retries and the budget last. A timeout is not retried: the try is
+      // over (undici closed its connection, so the server stops) and the client gets 504.
       this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
       this.dropEndpoint();
       this.endAttempt('error');
-      if (this.canRetry) {
+      const reason = retryReasonOf(err);
+      if (reason !== null && this.retryAllowed()) {
+        this.startRetry(reason);
         this.tryNext();
       } else {
         this.fail(this.lastError);
@@ -415,6 +474,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: 'timeout' });
     this.attemptId++;
     this.controller?.abort(new Error('request timeout'));
+    // the endpoint's fault only if it never answered; a long answer cut at the request's limit is not
+    this.endAttempt(this.phase === 'upstream' ? 'error' : 'aborted');
     this.breakStream(errors.upstreamTimeout());
   }
 
@@ -475,6 +536,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.ctx.logger.error({ err, req_id: this.requestId, pool: this.pool || undefined }, 'request handling failed');
       this.attemptId++; // whatever the current try still reports is ignored
       this.controller?.abort(new Error('internal error'));
+      this.endAttempt('aborted'); // our failure, not the endpoint's: it does not count toward its ejection
       if (this.phase === 'done' || this.clientGone) return;
       const e = errors.internal();
       if (this.relay?.headersSent) this.breakStream(e);
@@ -537,6 +599,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     if (this.phase === 'done') return;
     this.phase = 'done';
     if (this.timer) clearTimeout(this.timer);
+    if (this.answerTimer) clearTimeout(this.answerTimer);
+    if (this.budget) {
+      this.budget.active--;
+      if (this.retrying) this.budget.activeRetries--;
+    }
     this.relay?.dispose();
     this.lease.release(); // once: every end passes here
     this.endAttempt(outcome);

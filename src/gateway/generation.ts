@@ -75,6 +75,9 @@ export class GenerationContext implements GatewayContext {
   get decisions() {
     return this.live.decisions;
   }
+  get retryBudgets() {
+    return this.live.retryBudgets;
+  }
   get draining() {
     return this.live.draining;
   }

@@ -22,6 +22,7 @@ import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
 import { ShuttingDown, Upstreams } from './upstreams.js';
+import { RetryBudgets } from './retry.js';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
@@ -62,6 +63,7 @@ export class Gateway implements GatewayContext {
   private genCtx: GenerationContext;
   draining = false;
   inFlight = 0;
+  readonly retryBudgets = new RetryBudgets();
   private scraper: Scraper | undefined;
   private discovery: Discovery | undefined;
   private front: Front | undefined;
@@ -75,7 +77,9 @@ export class Gateway implements GatewayContext {
   ) {
     this.gen = generationOf(0, config, new Map(), new Admission(undefined));
     this.genCtx = new GenerationContext(this, this.gen);
-    this.router = new Router(routerConfig(config));
+    this.router = new Router(routerConfig(config), {
+      onEjection: (pool, endpoint, outcome) => this.metrics.ejection(pool, endpoint, outcome),
+    });
     // a removed endpoint's series are dropped again once its last request has ended (and recorded)
     this.upstreams = new Upstreams(config.limits, () => this.metrics.retainEndpoints(this.allEndpoints()));
     this.metrics = new GatewayMetrics({

@@ -23,18 +23,17 @@ export interface UpstreamListener {
   onInternalError(err: unknown): void;
 }
 
-/** Statuses another endpoint may answer better: the request goes there while retries last. */
-export function retryableStatus(status: number): boolean {
-  return status === 502 || status === 503;
-}
-
 /** undici's timeout errors (first byte, connect, idle body), answered 504 rather than 502. */
 export function isTimeout(err: Error): boolean {
   const code = (err as { code?: string }).code;
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
 }
 
-/** Sends try `attempt` of a request to `endpoint` (a POST of the given API with its body). */
+/**
+ * Sends try `attempt` of a request to `endpoint` (a POST of the given API with its body). `idleMs` is
+ * undici's headers and body timeout for this try: how long the model server may send nothing (a stream:
+ * first_byte_timeout); 0 for none (a non-streamed answer: the exchange times the whole answer itself).
+ */
 export function dispatchTry(
   upstreams: Upstreams,
   endpoint: string,
@@ -43,10 +42,18 @@ export function dispatchTry(
   body: Buffer,
   listener: UpstreamListener,
   attempt: number,
+  idleMs: number,
 ): void {
   // (no `origin`: a Pool sends to its own)
   upstreams.get(endpoint).dispatch(
-    { path: kind === 'chat' ? '/v1/chat/completions' : '/v1/completions', method: 'POST', headers, body },
+    {
+      path: kind === 'chat' ? '/v1/chat/completions' : '/v1/completions',
+      method: 'POST',
+      headers,
+      body,
+      headersTimeout: idleMs,
+      bodyTimeout: idleMs,
+    },
     new Attempt(listener, attempt),
   );
 }

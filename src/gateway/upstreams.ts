@@ -26,9 +26,10 @@ export class Upstreams {
     if (!pool) {
       pool = new Pool(`http://${endpoint}`, {
         pipelining: 1,
-        // First byte: a long prompt's prefill must fit; then no idle limit shorter than the whole request.
+        // Defaults only: every try sets its own (dispatchTry: first_byte_timeout for a stream, none for a
+        // non-streamed answer, whose whole-answer deadline, response_timeout, is the exchange's timer).
         headersTimeout: this.limits.first_byte_timeout,
-        bodyTimeout: this.limits.request_timeout,
+        bodyTimeout: this.limits.first_byte_timeout,
         // Below the model servers' own idle limit (uvicorn, under vLLM and SGLang: 5 s), so the gateway
         // drops an idle connection before the server does and never writes a request into one being closed.
         keepAliveTimeout: 4_000,

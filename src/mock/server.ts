@@ -64,6 +64,9 @@ export class MockServer {
   /** `/metrics` requests held open while the metrics fault is `hang` */
   private readonly hungMetrics = new Set<Res>();
   private nextId = 1;
+  /** completion requests received (whatever became of them), and those their client cancelled */
+  private completionsSeen = 0;
+  private abortedByClient = 0;
   private closed = false;
 
   constructor(opts: MockOptions, host: string, port: number) {
@@ -167,7 +170,7 @@ export class MockServer {
     app.get('/metrics', (res) => this.scrape(res));
     app.get('/mock/faults', (res) => this.send(res, 200, JSON.stringify(this.faults.json())));
     app.post('/mock/faults', (res) => this.setFaults(res));
-    app.get('/mock/state', (res) => this.send(res, 200, JSON.stringify({ endpoint: this.endpoint, ...this.engine.snapshot(), faults: this.faults.json(), vnow: this.vnow() })));
+    app.get('/mock/state', (res) => this.send(res, 200, JSON.stringify({ endpoint: this.endpoint, ...this.engine.snapshot(), faults: this.faults.json(), vnow: this.vnow(), completions: this.completionsSeen, aborted: this.abortedByClient })));
     // HEAD as vLLM's server (Starlette) answers it: on every GET route, without a body
     app.head('/v1/models', (res) => this.send(res, 200, '', 'application/json', true));
     app.head('/health', (res) => this.send(res, 200, '', 'text/plain', true));
@@ -241,10 +244,12 @@ export class MockServer {
 
   private completion(res: Res, chat: boolean): void {
     const state: { aborted: boolean; reply: Reply | null } = { aborted: false, reply: null };
+    this.completionsSeen++;
     res.onAborted(() => {
       state.aborted = true;
       const r = state.reply;
       if (r && !r.gone) {
+        this.abortedByClient++;
         r.gone = true;
         this.drop(r, true);
       }

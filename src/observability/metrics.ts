@@ -56,7 +56,10 @@ export class GatewayMetrics {
   readonly duration: FastHistogram<'model' | 'pool' | 'code'>;
   readonly rejected: client.Counter<'reason' | 'pool'>;
   readonly upstreamErrors: client.Counter<'pool' | 'kind'>;
-  readonly retries: client.Counter<'pool'>;
+  readonly retries: client.Counter<'pool' | 'reason'>;
+  readonly retryBudgetExhausted: client.Counter<'pool'>;
+  readonly ejections: client.Counter<'pool' | 'endpoint' | 'reason'>;
+  readonly ejectionsHeldBack: client.Counter<'pool' | 'endpoint'>;
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   /** infergate_auth_disabled (set again when a reload changes auth.mode) */
@@ -111,14 +114,22 @@ export class GatewayMetrics {
     this.child(`m\0${pool}`, () => this.prefixMatch.labels(pool)).observe(ratio);
   }
 
+  /** The router ejected an endpoint, or its pool's max_ejection_percent held the ejection back. */
+  ejection(pool: string, endpoint: string, outcome: 'ejected' | 'held_back'): void {
+    if (outcome === 'ejected') this.child(`j\0${pool}\0${endpoint}`, () => this.ejections.labels(pool, endpoint, 'consecutive_errors')).inc();
+    else this.child(`k\0${pool}\0${endpoint}`, () => this.ejectionsHeldBack.labels(pool, endpoint)).inc();
+  }
+
   /** Drops the per-endpoint series of endpoints no longer in any pool (discovery churn stays bounded). */
   retainEndpoints(endpoints: ReadonlySet<string>): void {
     for (const key of [...this.children.keys()]) {
       const parts = key.split('\0');
-      if ((parts[0] !== 'e' && parts[0] !== 't') || endpoints.has(parts[2])) continue;
+      if ((parts[0] !== 'e' && parts[0] !== 't' && parts[0] !== 'j' && parts[0] !== 'k') || endpoints.has(parts[2])) continue;
       this.children.delete(key);
       if (parts[0] === 'e') this.endpointRequests.remove(parts[1], parts[2], parts[3]);
-      else this.endpointTtft.remove(parts[1], parts[2]);
+      else if (parts[0] === 't') this.endpointTtft.remove(parts[1], parts[2]);
+      else if (parts[0] === 'j') this.ejections.remove(parts[1], parts[2], 'consecutive_errors');
+      else this.ejectionsHeldBack.remove(parts[1], parts[2]);
     }
   }
 
@@ -175,8 +186,24 @@ export class GatewayMetrics {
       labelNames: ['pool', 'kind'], registers,
     });
     this.retries = new client.Counter({
-      name: 'infergate_retries_total', help: 'Requests sent again to another endpoint after a failure before the first byte.',
+      name: 'infergate_retries_total',
+      help: 'Requests sent again to another endpoint, by why the try before failed: connect (no connection), reset (closed before any answer byte), status (502/503).',
+      labelNames: ['pool', 'reason'], registers,
+    });
+    this.retryBudgetExhausted = new client.Counter({
+      name: 'infergate_retry_budget_exhausted_total',
+      help: 'Retries not made because the pool\'s retry_budget was spent (the client got the failed try\'s answer).',
       labelNames: ['pool'], registers,
+    });
+    this.ejections = new client.Counter({
+      name: 'infergate_ejections_total',
+      help: 'Endpoints taken out of the picks for a while, by reason (consecutive_errors: upstream failures in a row).',
+      labelNames: ['pool', 'endpoint', 'reason'], registers,
+    });
+    this.ejectionsHeldBack = new client.Counter({
+      name: 'infergate_ejections_held_back_total',
+      help: 'Ejections not made because the pool already had max_ejection_percent of its endpoints ejected.',
+      labelNames: ['pool', 'endpoint'], registers,
     });
     this.pickDuration = new FastHistogram(
       'infergate_pick_duration_seconds',

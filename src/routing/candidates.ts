@@ -137,7 +137,9 @@ export class CandidateTable {
       let waitMs = 0;
       if (occupied > st.capacity) waitMs = ((occupied - st.capacity) * (st.decodeMs > 0 ? st.decodeMs : t.decodeMs)) / st.capacity;
       if (adapter !== null) waitMs += adapterWaitMs(st, adapter, now, t);
-      if (waitMs > 0) cost += waitMs * tokensPerMs(st, t);
+      // a wait in token equivalents, never at less than the assumed prefill speed: one slow first token (a
+      // tiny prompt whose time is all floor, an adapter load) must not make every later wait here look free
+      if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
       const q = queued(st, fresh, now, t);
       const saturated = isSaturated(q, fresh, kv, qd, kvT);
       rowSt[i] = st;

@@ -1,7 +1,8 @@
 /**
  * One endpoint as a pool sees it (its last signals and the gateway's own accounting of what it sent
  * there), the tickets of dispatched requests, and the accounting at dispatch, first byte and end,
- * including passive ejection after consecutive errors. Pure: `now` comes from the caller.
+ * including passive ejection after consecutive errors (whether the pool allows one more ejection is the
+ * pool's call: see PoolRouter.onEnd). Pure: `now` comes from the caller.
  */
 import type { Tuning } from './tuning.js';
 import type { EndpointSignals, Outcome, Ticket } from './types.js';
@@ -32,8 +33,13 @@ export class EndpointState {
   /** our decoding LoRA-adapter tickets (their adapter and first-byte time: how long a slot stays taken) */
   adapterTickets: PoolTicket[] = [];
   consecutiveErrors = 0;
+  /** ejections in a row (reset by a success after the last one ended): sets the next one's length */
   ejections = 0;
   ejectedUntil = -Infinity;
+  /** every ejection since the endpoint joined the pool (the counter /debug/pools shows) */
+  ejectionsTotal = 0;
+  /** ejections the pool's max_ejection_percent held back */
+  ejectionsHeldBack = 0;
   lastFirstByteAt = -Infinity;
   /** since when the endpoint has worked on its current head pending request (pending > 0) */
   busySince = 0;
@@ -135,9 +141,14 @@ export function firstByte(t: Ticket, now: number): void {
   st.lastFirstByteAt = now;
 }
 
-export function ended(t: Ticket, now: number, outcome: Outcome, tuning: Tuning): void {
+/**
+ * The request of ticket `t` ended. Returns true when its outcome was the endpoint's
+ * `ejectAfterErrors`-th consecutive error: the pool then ejects it (eject()) if its ceiling allows. Only
+ * 'error' counts against an endpoint ('aborted' is the gateway's or the client's doing).
+ */
+export function ended(t: Ticket, now: number, outcome: Outcome, tuning: Tuning): boolean {
   const tk = t as PoolTicket;
-  if (!(tk instanceof PoolTicket) || tk.phase === ENDED) return;
+  if (!(tk instanceof PoolTicket) || tk.phase === ENDED) return false;
   const st = tk.st;
   if (tk.phase === PENDING) {
     st.pending--;
@@ -161,15 +172,33 @@ export function ended(t: Ticket, now: number, outcome: Outcome, tuning: Tuning):
   if (tk.epoch === st.epoch && st.liveSinceScrape > 0) st.liveSinceScrape--;
   tk.phase = ENDED;
   if (outcome === 'error') {
-    st.consecutiveErrors++;
-    if (st.consecutiveErrors >= tuning.ejectAfterErrors) {
-      const ms = Math.min(tuning.ejectMaxMs, tuning.ejectBaseMs * 2 ** st.ejections);
-      st.ejections++;
-      st.ejectedUntil = now + ms;
-      st.consecutiveErrors = 0;
-    }
-  } else if (outcome === 'ok') {
+    // an endpoint ejected already (a request sent before its ejection failing late) is not ejected again
+    if (st.ejectedUntil > now) return false;
+    // held at the threshold while the ceiling holds it back: its next error asks again
+    st.consecutiveErrors = Math.min(st.consecutiveErrors + 1, tuning.ejectAfterErrors);
+    return st.consecutiveErrors >= tuning.ejectAfterErrors;
+  }
+  if (outcome === 'ok') {
     st.consecutiveErrors = 0;
     if (st.ejectedUntil <= now) st.ejections = 0;
   }
+  return false;
+}
+
+/** Ejects `st` from picks for a while: `ejectBaseMs`, doubling per ejection in a row, up to `ejectMaxMs`. */
+export function eject(st: EndpointState, now: number, tuning: Tuning): void {
+  const ms = Math.min(tuning.ejectMaxMs, tuning.ejectBaseMs * 2 ** st.ejections);
+  st.ejections++;
+  st.ejectionsTotal++;
+  st.ejectedUntil = now + ms;
+  st.consecutiveErrors = 0;
+}
+
+/**
+ * How many of a pool's `endpoints` may be ejected at once: `percent` of them rounded down, but at least
+ * one (a pool of two at 10% could otherwise never eject its broken half); 0% turns ejection off.
+ */
+export function ejectionCeiling(endpoints: number, percent: number): number {
+  if (percent <= 0 || endpoints <= 0) return 0;
+  return Math.max(1, Math.floor((endpoints * percent) / 100 + 1e-9));
 }

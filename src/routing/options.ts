@@ -40,6 +40,11 @@ export interface PoolOptions {
   saturation: SaturationOptions;
   /** signals older than stale_after (ms) are not used */
   metrics: { stale_after: number };
+  /**
+   * the most of the pool's endpoints (in %) ejected after errors at once; at least one may always be,
+   * 0 turns ejection off
+   */
+  max_ejection_percent: number;
 }
 
 /** A model name clients send: served by one pool, or an alias over other models by weight. */
@@ -64,6 +69,7 @@ const defaults: PoolOptions = {
   prefix: { block_chars: 64, max_blocks: 2048, capacity_blocks_per_endpoint: 31250 },
   saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' },
   metrics: { stale_after: 1000 },
+  max_ejection_percent: 50,
 };
 for (const v of Object.values(defaults)) if (typeof v === 'object') Object.freeze(v);
 
@@ -84,6 +90,7 @@ export interface PoolOptionsInput {
   prefix?: Partial<PrefixOptions>;
   saturation?: Partial<{ queue_depth: number; kv_cache: number; retry_after: 'auto' | Duration }>;
   metrics?: Partial<{ stale_after: Duration }>;
+  max_ejection_percent?: number;
 }
 
 /** Full pool options: the given keys over the defaults. Throws on an unknown policy, scorer or duration. */
@@ -110,6 +117,7 @@ export function poolOptions(input: PoolOptionsInput = {}): PoolOptions {
       retry_after: retry === 'auto' ? 'auto' : ms(retry, 'saturation.retry_after'),
     },
     metrics: { stale_after: ms(input.metrics?.stale_after ?? d.metrics.stale_after, 'metrics.stale_after') },
+    max_ejection_percent: input.max_ejection_percent ?? d.max_ejection_percent,
   };
   if (input.max_num_seqs !== undefined) out.max_num_seqs = input.max_num_seqs;
   return out;

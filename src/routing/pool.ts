@@ -5,7 +5,7 @@
  * caller.
  */
 import { CandidateTable, isFresh, waitingEstimate } from './candidates.js';
-import { dispatched, ended, EndpointState, ENDED, firstByte, PoolTicket, type TicketOwner } from './endpoint-state.js';
+import { dispatched, eject, ejectionCeiling, ended, EndpointState, ENDED, firstByte, PoolTicket, type TicketOwner } from './endpoint-state.js';
 import { explainPick } from './explain.js';
 import { AdapterCatalog, servingAdapter, usable, type Filtered } from './filters.js';
 import { hashPrefixBlocksInto } from './hash.js';
@@ -24,6 +24,11 @@ export interface PoolRouterOptions {
    * a reused buffer, valid only during the call: copy what you keep.
    */
   onLearn?: (pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number, now: number) => void;
+  /**
+   * Told when an endpoint reaches its consecutive-error limit: `ejected`, or `held_back` by the pool's
+   * max_ejection_percent (it stays in the picks). For metrics; must not throw.
+   */
+  onEjection?: (pool: string, endpoint: string, outcome: 'ejected' | 'held_back', now: number) => void;
 }
 
 export interface DebugEndpoint {
@@ -46,6 +51,9 @@ export interface DebugEndpoint {
   eligible: boolean;
   why_not?: string;
   ejected_for_ms?: number;
+  /** ejections since the endpoint joined the pool, and those max_ejection_percent held back */
+  ejections_total: number;
+  ejections_held_back: number;
   index_blocks: number;
   index_capacity: number;
 }
@@ -73,6 +81,7 @@ export class PoolRouter implements TicketOwner {
   private readonly policyCtx: PolicyContext;
   private readonly adapters = new AdapterCatalog();
   private readonly onLearn: PoolRouterOptions['onLearn'];
+  private readonly onEjection: PoolRouterOptions['onEjection'];
 
   constructor(
     readonly name: string,
@@ -86,6 +95,7 @@ export class PoolRouter implements TicketOwner {
     this.policyCtx = new PolicyContext(opts.random ?? Math.random, cfg.scoring);
     this.idx = this.newIndex(cfg);
     this.onLearn = opts.onLearn;
+    this.onEjection = opts.onEjection;
     this.setEndpoints(endpoints);
   }
 
@@ -296,15 +306,44 @@ export class PoolRouter implements TicketOwner {
   }
 
   onEnd(t: Ticket, now: number, outcome: Outcome): void {
-    ended(t, now, outcome, this.tuning);
+    if (!ended(t, now, outcome, this.tuning)) return;
+    const st = (t as PoolTicket).st;
+    if (st.removed) return;
+    // the ceiling: never more than max_ejection_percent of the pool out at once (at least one may be)
+    const ceiling = ejectionCeiling(this.states.length, this.cfg.max_ejection_percent);
+    if (ceiling === 0) return; // max_ejection_percent: 0, ejection off
+    if (this.ejectedCount(now) < ceiling) {
+      eject(st, now, this.tuning);
+      this.onEjection?.(this.name, st.name, 'ejected', now);
+    } else {
+      st.ejectionsHeldBack++;
+      this.onEjection?.(this.name, st.name, 'held_back', now);
+    }
   }
 
-  debug(now: number): { policy: PolicyName; index: ReturnType<PrefixIndex['stats']>; endpoints: DebugEndpoint[] } {
+  /** Endpoints ejected now. */
+  ejectedCount(now: number): number {
+    let n = 0;
+    for (const st of this.states) if (st.ejectedUntil > now) n++;
+    return n;
+  }
+
+  debug(now: number): {
+    policy: PolicyName;
+    index: ReturnType<PrefixIndex['stats']>;
+    ejection: { ejected: number; max_ejected: number; max_ejection_percent: number };
+    endpoints: DebugEndpoint[];
+  } {
     this.learn();
     const { queue_depth: qd, kv_cache: kvT } = this.cfg.saturation;
     return {
       policy: this.cfg.policy,
       index: this.idx.stats(),
+      ejection: {
+        ejected: this.ejectedCount(now),
+        max_ejected: ejectionCeiling(this.states.length, this.cfg.max_ejection_percent),
+        max_ejection_percent: this.cfg.max_ejection_percent,
+      },
       endpoints: this.states.map((st) => {
         const fresh = isFresh(st, now, this.cfg.metrics.stale_after);
         const waiting = waitingEstimate(st, fresh);
@@ -327,6 +366,8 @@ export class PoolRouter implements TicketOwner {
           ttft_ms: Math.round(st.ttftMs),
           saturated,
           eligible: why === undefined,
+          ejections_total: st.ejectionsTotal,
+          ejections_held_back: st.ejectionsHeldBack,
           index_blocks: this.idx.blocksOf(st.id),
           index_capacity: this.idx.capacity(st.id),
         };

@@ -151,7 +151,7 @@ t.test('files the config names must be readable; dangerous settings are warnings
       '  port: 8080',
       `  tls: { cert: ${join(dir, 'missing-cert.pem')}, key: ${dir} }`,
       'auth: { mode: none, allow_unauthenticated: true }',
-      'limits: { first_byte_timeout: 5s, drain_timeout: 20s }',
+      'limits: { response_timeout: 5s, drain_timeout: 20s }',
       'models: [{ name: m, pool: p }]',
       'pools:',
       '  p: { endpoints: [127.0.0.1:8001], metrics: { interval: 1s, stale_after: 1s } }',
@@ -170,6 +170,6 @@ t.test('files the config names must be readable; dangerous settings are warnings
   t.equal(await c.exited(), 0, 'warnings do not fail the check');
   t.equal(c.stdout(), 'ok\n');
   t.match(c.stderr(), /warn\.yaml:4: warning: limits\.drain_timeout: 20s is longer than the 10s a container gets/);
-  t.match(c.stderr(), /warn\.yaml:4: warning: limits\.first_byte_timeout: 5s: a non-streamed answer/);
+  t.match(c.stderr(), /warn\.yaml:4: warning: limits\.response_timeout: 5s: a non-streamed answer/);
   t.match(c.stderr(), /warn\.yaml:7: warning: pools\.p\.metrics\.stale_after: 1s is under two scrape intervals/);
 });

@@ -9,7 +9,7 @@ import { startUpstream, CHAT_JSON, chatBody } from '../helpers/upstream.js';
 
 const up = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON));
 const gw = await startGateway(
-  gatewayConfig([up.endpoint], { over: { limits: { max_body_bytes: '64kb', max_header_bytes: '8kb', first_byte_timeout: '300ms' } } }),
+  gatewayConfig([up.endpoint], { over: { limits: { max_body_bytes: '64kb', max_header_bytes: '8kb', first_byte_timeout: '300ms', response_timeout: '300ms' } } }),
 );
 t.teardown(async () => {
   await gw.stop();

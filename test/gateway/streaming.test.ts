@@ -46,7 +46,7 @@ t.test('a refused endpoint is retried on another; mid-stream death ends with an 
     t.equal(await res.body.text(), full);
   }
   const m = await (await request(`${gw.adminUrl}/metrics`)).body.text();
-  t.match(m, /infergate_retries_total\{pool="p"\} [1-9]/);
+  t.match(m, /infergate_retries_total\{pool="p",reason="connect"\} [1-9]/);
 
   up.behaviour = (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });

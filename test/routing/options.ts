@@ -34,6 +34,7 @@ t.test('routerConfig maps every pool key the picker reads, and the routes', asyn
         prefix: { block_chars: 32, max_blocks: 99, capacity_blocks_per_endpoint: 7 },
         saturation: { queue_depth: 3, kv_cache: 0.5, retry_after: '2s' },
         metrics: { stale_after: '250ms', interval: '50ms', path: '/m' },
+        max_ejection_percent: 25,
       },
       d: { discovery: { dns: 'pods.local', port: 8000 } },
     },
@@ -53,6 +54,7 @@ t.test('routerConfig maps every pool key the picker reads, and the routes', asyn
     prefix: { block_chars: 32, max_blocks: 99, capacity_blocks_per_endpoint: 7 },
     saturation: { queue_depth: 3, kv_cache: 0.5, retry_after: 2000 },
     metrics: { stale_after: 250 },
+    max_ejection_percent: 25,
     max_num_seqs: 64,
   });
   t.equal(r.pools.d.discovery, true);
