@@ -60,7 +60,11 @@ const size = (def: string) =>
 
 const port = z.number().int().min(0).max(65535);
 
-const tls = z.strictObject({ cert: z.string().min(1), key: z.string().min(1) });
+const tls = z.strictObject({
+  cert: z.string().min(1).describe('The PEM certificate file (with its chain) served on the listen port; reloaded on SIGHUP and when it changes.'),
+  key: z.string().min(1).describe('The PEM private key file of that certificate, unencrypted; reloaded with it.'),
+  watch: z.boolean().default(true).describe('Watch the certificate and key files and reload them when their contents change (SIGHUP reloads either way).'),
+});
 
 const listen = z.strictObject({
   host: z.string().default('0.0.0.0'),

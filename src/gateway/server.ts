@@ -26,6 +26,7 @@ import { Authenticator, isApiError, type AuthResult } from '../auth/authenticato
 import { readSecret } from '../config/secrets.js';
 import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
+import { TlsReloader } from './tls-reload.js';
 import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
@@ -57,6 +58,7 @@ export class Gateway implements GatewayContext {
   private adminFront: Front | undefined;
   private drainWaiter: (() => void) | undefined;
   private fdGuard: FdGuard | undefined;
+  private tlsReloader: TlsReloader | undefined;
 
   constructor(
     readonly config: Config,
@@ -132,6 +134,7 @@ export class Gateway implements GatewayContext {
     const port = await this.front.listen(listen.host, listen.port);
     this.logger.info({ max_connections: bound.max, max_connections_per_client: limits.max_connections_per_client, open_file_limit: fdLimit }, 'client connections bounded');
     this.fdGuard = this.startFdGuard(this.front);
+    if (listen.tls) this.tlsReloader = this.startTlsReload(this.front, listen.tls);
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, headTooLarge, onHandlerError });
     adminRoutes(this.adminFront, this);
     const adminPort = await this.adminFront.listen(admin.host, admin.port);
@@ -171,6 +174,19 @@ export class Gateway implements GatewayContext {
     });
     guard.start();
     return guard;
+  }
+
+  /** New connections get the certificate and key the files hold after SIGHUP or a change (tls-reload.ts). */
+  private startTlsReload(front: Front, tls: { cert: string; key: string; watch: boolean }): TlsReloader {
+    return new TlsReloader({
+      ...tls,
+      apply: (pair) => front.reloadTls(pair),
+      onResult: (result, trigger, detail) => {
+        this.metrics.tlsReloads.inc({ result, trigger });
+        if (result === 'reloaded') this.logger.info({ trigger, fingerprint: detail.fingerprint }, 'TLS certificate reloaded: new connections get it');
+        else this.logger.error({ trigger, error: detail.error }, 'TLS certificate reload failed: the previous certificate keeps serving');
+      },
+    });
   }
 
   private clientRoutes(front: Front): void {
@@ -226,6 +242,7 @@ export class Gateway implements GatewayContext {
     if (this.draining) return;
     this.draining = true;
     this.fdGuard?.stop();
+    this.tlsReloader?.close();
     this.front?.close();
     if (this.inFlight > 0) {
       this.logger.info({ in_flight: this.inFlight, drain_ms: drainMs }, 'draining in-flight requests');

@@ -1,0 +1,48 @@
+/** Certificates made for a test (openssl, as the other TLS tests), and what a TLS client sees. */
+import { execFileSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect } from 'node:tls';
+
+export interface Pair {
+  cert: string;
+  key: string;
+  /** the certificate's PEM text (a client's `ca` for this self-signed certificate) */
+  pem: string;
+  fingerprint: string;
+}
+
+/** A self-signed certificate for `cn`, valid for 127.0.0.1 and localhost, written as NAME.crt / NAME.key in `dir`. */
+export function makePair(dir: string, name: string, cn: string, extra: string[] = []): Pair {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${cn}`,
+    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert, '-days', '1', ...extra,
+  ], { stdio: 'ignore' });
+  const pem = readFileSync(cert, 'latin1');
+  return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
+}
+
+/** Puts `from`'s files in place of `to`'s as a deployment tool does: written aside, then renamed over. */
+export function replacePair(from: { cert: string; key: string }, to: { cert: string; key: string }): void {
+  writeFileSync(`${to.key}.new`, readFileSync(from.key));
+  writeFileSync(`${to.cert}.new`, readFileSync(from.cert));
+  renameSync(`${to.key}.new`, to.key);
+  renameSync(`${to.cert}.new`, to.cert);
+}
+
+/** The fingerprint of the certificate a new connection to `url` (https://HOST:PORT) is served. */
+export function servedFingerprint(url: string): Promise<string> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: u.hostname, port: Number(u.port), rejectUnauthorized: false }, () => {
+      const fp = s.getPeerCertificate().fingerprint256;
+      s.end();
+      resolve(fp);
+    });
+    s.setTimeout(5_000, () => s.destroy(new Error('TLS handshake timed out')));
+    s.on('error', reject);
+  });
+}
