@@ -16,7 +16,7 @@ import { listenExclusive, listenShared } from '../common/listen.js';
 import { normalizePeer } from '../common/ip.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
-import { checkTlsFiles } from './tls-files.js';
+import { checkTlsFiles } from '../common/tls-files.js';
 import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type Answer, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
 import { framingProblem } from './request-checks.js';
 

@@ -25,6 +25,20 @@ export function makePair(dir: string, name: string, cn: string, extra: string[] 
   return { cert, key, pem, fingerprint: new X509Certificate(pem).fingerprint256 };
 }
 
+/** A self-signed certificate that expired in 2020 (openssl req cannot date one in the past; openssl ca can). */
+export function makeExpiredPair(dir: string, name: string): { cert: string; key: string } {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  const csr = join(dir, `${name}.csr`);
+  const cnf = join(dir, `${name}.ca.cnf`);
+  writeFileSync(join(dir, `${name}.index`), '');
+  writeFileSync(join(dir, `${name}.serial`), '01\n');
+  writeFileSync(cnf, `[ca]\ndefault_ca=d\n[d]\ndatabase=${name}.index\nnew_certs_dir=.\nserial=${name}.serial\ndefault_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n`);
+  execFileSync('openssl', ['req', '-new', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=expired.test', '-keyout', key, '-out', csr], { stdio: 'ignore' });
+  execFileSync('openssl', ['ca', '-batch', '-notext', '-config', cnf, '-selfsign', '-keyfile', key, '-in', csr, '-out', cert, '-startdate', '20200101000000Z', '-enddate', '20200102000000Z'], { stdio: 'ignore', cwd: dir });
+  return { cert, key };
+}
+
 /** Puts `from`'s files in place of `to`'s as a deployment tool does: written aside, then renamed over. */
 export function replacePair(from: { cert: string; key: string }, to: { cert: string; key: string }): void {
   writeFileSync(`${to.key}.new`, readFileSync(from.key));
