@@ -224,7 +224,7 @@ export const DEFAULT_METRICS_INTERVAL = '100ms';
 
 const endpoint = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT, e.g. 127.0.0.1:8001');
+  .regex(/^(https?:\/\/)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT or https://HOST:PORT, e.g. 127.0.0.1:8001');
 
 const pool = z.strictObject({
   engine: z.enum(['vllm', 'sglang']).default('vllm'),
@@ -238,6 +238,11 @@ const pool = z.strictObject({
   api_key_env: z.string().min(1).optional(),
   /** never accepted: a key written in the config file (see api_key_file, api_key_env) */
   api_key: z.unknown().optional(),
+  tls_ca_file: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('A PEM file of the CA certificates that sign this pool\'s model servers\' TLS certificates (relative: from the config file); setting it makes the pool speak HTTPS, as do endpoints written https://HOST:PORT.'),
   /** Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded). */
   forward_client_auth: z.boolean().default(false),
   metrics: z
@@ -306,7 +311,7 @@ export const configSchema = z
   // the value may then hold unparsed parts, hence the defensive reads.
   .superRefine(crossChecks, { when: () => true });
 
-type RawPool = { endpoints?: unknown; discovery?: unknown; api_key?: unknown; api_key_file?: unknown; api_key_env?: unknown; forward_client_auth?: unknown };
+type RawPool = { endpoints?: unknown; discovery?: unknown; tls_ca_file?: unknown; api_key?: unknown; api_key_file?: unknown; api_key_env?: unknown; forward_client_auth?: unknown };
 type RawModel = { name?: unknown; pool?: unknown; targets?: unknown; sticky?: unknown };
 
 function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
@@ -373,6 +378,14 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
     const eps = p?.endpoints;
     if ((eps === undefined || (Array.isArray(eps) && eps.length === 0)) && !p?.discovery) {
       ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
+    }
+    if (Array.isArray(eps)) {
+      const https = eps.some((e) => typeof e === 'string' && e.startsWith('https://')) || p?.tls_ca_file !== undefined;
+      eps.forEach((e, i) => {
+        if (https && typeof e === 'string' && e.startsWith('http://')) {
+          ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints', i], message: 'this pool speaks HTTPS (an endpoint written https:// or tls_ca_file): write its endpoints HOST:PORT or https://HOST:PORT' });
+        }
+      });
     }
     if (p?.api_key !== undefined) {
       ctx.addIssue({

@@ -30,7 +30,7 @@ import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readReques
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
-import { dispatchTry, isTimeout, retryableStatus, type UpstreamListener } from './upstream.js';
+import { dispatchTry, isTimeout, isTlsFailure, retryableStatus, type UpstreamListener } from './upstream.js';
 
 /** body: reading it; admission: body checked, waiting for the token's verification or a check */
 type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
@@ -377,7 +377,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {
       // Nothing reached the client yet: try another endpoint while retries last.
-      this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+      const tls = timeout ? undefined : isTlsFailure(err);
+      this.lastError = timeout ? errors.upstreamTimeout() : tls !== undefined ? errors.upstreamTls(this.pool, tls) : errors.upstreamUnavailable();
       this.dropEndpoint();
       this.endAttempt('error');
       if (this.canRetry) {

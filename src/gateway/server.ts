@@ -4,7 +4,7 @@
  * Exchange (exchange.ts).
  */
 import type { Config } from '../config/schema.js';
-import { routerConfig, scraperConfig } from '../config/routing.js';
+import { poolUsesTls, routerConfig, scraperConfig } from '../config/routing.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
 import { Quota } from '../quota/index.js';
@@ -20,7 +20,8 @@ import type { Answer, ClientSide } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
-import { ShuttingDown, Upstreams } from './upstreams.js';
+import { ShuttingDown, Upstreams, type UpstreamTls } from './upstreams.js';
+import { readFileSync } from 'node:fs';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
@@ -50,6 +51,8 @@ export class Gateway implements GatewayContext {
   /** made by start(): the keys are read (and a jwks_url fetched) there */
   admission: Admission = new Admission(undefined);
   poolKeys: ReadonlyMap<string, string> = new Map();
+  /** the HTTPS pools and their CA certificates (read at start) */
+  private readonly poolTls = new Map<string, UpstreamTls>();
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -65,7 +68,7 @@ export class Gateway implements GatewayContext {
     readonly logger: Logger,
   ) {
     this.router = new Router(routerConfig(config));
-    this.upstreams = new Upstreams(config.limits);
+    this.upstreams = new Upstreams(config.limits, (endpoint) => this.upstreamTlsOf(endpoint));
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
@@ -101,6 +104,10 @@ export class Gateway implements GatewayContext {
       if (key !== undefined) keys.set(name, key);
     }
     this.poolKeys = keys;
+    // the CA certificates of HTTPS pools, read once (check-config names a file that cannot be read)
+    for (const [name, pool] of Object.entries(this.config.pools)) {
+      if (poolUsesTls(pool)) this.poolTls.set(name, { ca: pool.tls_ca_file !== undefined ? readFileSync(pool.tls_ca_file, 'utf8') : undefined });
+    }
     if (auth.mode === 'jwt') {
       const log = this.logger;
       this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
@@ -144,7 +151,8 @@ export class Gateway implements GatewayContext {
       this.metrics.retainEndpoints(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
+    const cas = new Map([...this.poolTls].flatMap(([pool, t]) => (t.ca !== undefined ? [[pool, t.ca] as const] : [])));
+    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys, cas), this.logger);
     this.scraper.start();
     const scheme = listen.tls ? 'https' : 'http';
     return {
@@ -211,6 +219,14 @@ export class Gateway implements GatewayContext {
     front.fallback((method, url) =>
       errorAnswer(known.has(url) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
     );
+  }
+
+  /** How an endpoint is reached over HTTPS: its (first) pool's setting; undefined for plain HTTP. */
+  private upstreamTlsOf(endpoint: string): UpstreamTls | undefined {
+    for (const pool of this.router.pools()) {
+      if (this.router.endpoints(pool).includes(endpoint)) return this.poolTls.get(pool);
+    }
+    return undefined;
   }
 
   /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */

@@ -10,15 +10,25 @@ export class ShuttingDown extends Error {
   }
 }
 
+/** How the gateway reaches an endpoint over HTTPS: the PEM CA certificates to verify it with (the system's when none). */
+export interface UpstreamTls {
+  ca?: string;
+}
+
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
 
-  constructor(private readonly limits: Config['limits']) {}
+  /** `tlsOf`: whether an endpoint (HOST:PORT) is reached over HTTPS, asked once, when its Pool is made */
+  constructor(
+    private readonly limits: Config['limits'],
+    private readonly tlsOf: (endpoint: string) => UpstreamTls | undefined = () => undefined,
+  ) {}
 
   get(endpoint: string): Pool {
     let pool = this.pools.get(endpoint);
     if (!pool) {
-      pool = new Pool(`http://${endpoint}`, {
+      const tls = this.tlsOf(endpoint);
+      pool = new Pool(`${tls ? 'https' : 'http'}://${endpoint}`, {
         pipelining: 1,
         // First byte: a long prompt's prefill must fit; then no idle limit shorter than the whole request.
         headersTimeout: this.limits.first_byte_timeout,
@@ -26,7 +36,7 @@ export class Upstreams {
         // Below the model servers' own idle limit (uvicorn, under vLLM and SGLang: 5 s), so the gateway
         // drops an idle connection before the server does and never writes a request into one being closed.
         keepAliveTimeout: 4_000,
-        connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout) },
+        connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout), ...(tls?.ca !== undefined && { ca: tls.ca }) },
       });
       this.pools.set(endpoint, pool);
     }
