@@ -37,6 +37,8 @@ Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready
 /debug/state, /debug/decisions?n=N (the last admin.decisions routing decisions).
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), cut what is left
 with the error code shutting_down, exit 0. The admin port answers until the exit (/readyz: 503 draining).
+SIGHUP (or a change of the files, unless listen.tls.watch is false): reload listen.tls.cert and key; new
+connections get the new pair, open ones finish on the old; a pair that cannot be used changes nothing.
 LOG_LEVEL, when set, wins over the config's logging.level.
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
