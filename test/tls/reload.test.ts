@@ -2,11 +2,12 @@
 // a broken new pair (the old one keeps serving), and the protocol floor (TLS 1.2).
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
+import { stringify } from 'yaml';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Agent, fetch as ufetch, request } from 'undici';
-import { startGateway, gatewayConfig, tempDir, until, type RunningGateway } from '../helpers/process.js';
+import { runCli, startGateway, gatewayConfig, tempDir, until, type RunningGateway } from '../helpers/process.js';
 import { startUpstream, sseBody, chatBody, type TestUpstream } from '../helpers/upstream.js';
 import { parseProm, metric } from '../e2e/support.js';
 import { makePair, replacePair, servedFingerprint, type Pair } from './support.js';
@@ -144,10 +145,11 @@ t.test('TLS 1.0 and 1.1 are refused, 1.2 and 1.3 served', async (t) => {
   t.teardown(() => up.close());
   const { gw } = await tlsGateway(t, up, first, false);
   const u = new URL(gw.url);
-  // Node offers nothing below 1.2 unless started with --tls-min-v1.0: a child process with it
+  // Node offers nothing below 1.2 unless started with --tls-min-v1.0 (a child process with it), and newer
+  // OpenSSL builds only at security level 0: the refusal seen is then the gateway's protocol_version alert
   const attempt = (min: string, max: string) =>
     new Promise<string>((resolve) => {
-      const code = `const s=require('tls').connect({host:'127.0.0.1',port:${u.port},rejectUnauthorized:false,minVersion:'${min}',maxVersion:'${max}'},()=>{console.log('ok '+s.getProtocol());s.end()});s.on('error',e=>console.log('refused '+e.code))`;
+      const code = `const s=require('tls').connect({host:'127.0.0.1',port:${u.port},rejectUnauthorized:false,ciphers:'DEFAULT@SECLEVEL=0',minVersion:'${min}',maxVersion:'${max}'},()=>{console.log('ok '+s.getProtocol());s.end()});s.on('error',e=>console.log('refused '+e.code))`;
       const c = spawn(process.execPath, ['--tls-min-v1.0', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       c.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -157,4 +159,20 @@ t.test('TLS 1.0 and 1.1 are refused, 1.2 and 1.3 served', async (t) => {
   t.match(await attempt('TLSv1.1', 'TLSv1.1'), /^refused ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION/, 'TLS 1.1 refused');
   t.equal(await attempt('TLSv1.2', 'TLSv1.2'), 'ok TLSv1.2', 'TLS 1.2 served');
   t.equal(await attempt('TLSv1.3', 'TLSv1.3'), 'ok TLSv1.3', 'TLS 1.3 served');
+});
+
+t.test('the TLS port, shared only within the process, refuses a second gateway', async (t) => {
+  const { up, release } = await heldStreams();
+  release();
+  t.teardown(() => up.close());
+  const { gw, live } = await tlsGateway(t, up, first, false);
+  const port = Number(new URL(gw.url).port);
+  const d = tempDir();
+  const file = join(d, 'second.yaml');
+  writeFileSync(file, stringify(gatewayConfig([up.endpoint], { over: { listen: { host: '127.0.0.1', port, tls: live } } })));
+  const second = runCli(['serve', '--config', file]);
+  t.teardown(() => second.kill());
+  t.equal(await second.exited(30_000), 1, 'the second gateway exits 1');
+  t.match(second.stderr(), new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}`));
+  t.equal(await servedFingerprint(gw.url), first.fingerprint, 'the first still serves');
 });
