@@ -1,6 +1,7 @@
 // listen.tls: streaming over HTTPS, the certificate swapped (SIGHUP, file change) while a stream is open,
 // a broken new pair (the old one keeps serving), and the protocol floor (TLS 1.2).
 import t from 'tap';
+import type { Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
@@ -32,7 +33,7 @@ async function heldStreams(): Promise<{ up: TestUpstream; release(): void }> {
 }
 
 /** A gateway serving a copy of `pair` (so the test can replace the files it reads). */
-async function tlsGateway(t: Tap.Test, up: TestUpstream, pair: Pair, watch: boolean): Promise<{ gw: RunningGateway; live: { cert: string; key: string } }> {
+async function tlsGateway(t: Test, up: TestUpstream, pair: Pair, watch: boolean): Promise<{ gw: RunningGateway; live: { cert: string; key: string } }> {
   const d = tempDir();
   const live = { cert: join(d, 'tls.crt'), key: join(d, 'tls.key') };
   copyFileSync(pair.cert, live.cert);
@@ -48,7 +49,7 @@ async function reloads(gw: RunningGateway, result: string): Promise<number> {
 }
 
 /** Opens a streamed chat completion trusting `ca`; resolves once its first bytes arrived, with the rest to come. */
-async function openStream(t: Tap.Test, url: string, ca: string): Promise<{ first: string; rest: Promise<string> }> {
+async function openStream(t: Test, url: string, ca: string): Promise<{ first: string; rest: Promise<string> }> {
   const agent = new Agent({ connect: { ca } });
   t.teardown(() => agent.close());
   const res = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chatBody({ stream: true }), dispatcher: agent });
@@ -64,7 +65,7 @@ async function openStream(t: Tap.Test, url: string, ca: string): Promise<{ first
   return { first: firstText, rest };
 }
 
-function completeStream(t: Tap.Test, text: string): void {
+function completeStream(t: Test, text: string): void {
   const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
   t.equal(events.at(-1), 'data: [DONE]', 'the open stream ends with [DONE]');
   t.equal(events.filter((e) => e.includes('"tok')).length, 6, 'and carries every token');

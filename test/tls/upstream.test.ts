@@ -1,6 +1,7 @@
 // Upstream TLS: a pool of https:// endpoints (the mock behind its own certificate), verified with the pool's
 // tls_ca_file; scraped over HTTPS too. Without the CA the request fails 502 with an error that names TLS.
 import t from 'tap';
+import type { Test } from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -12,7 +13,7 @@ import { makePair } from './support.js';
 const dir = tempDir();
 const server = makePair(dir, 'model-server', 'model-server.test');
 
-async function httpsMock(t: Tap.Test): Promise<string> {
+async function httpsMock(t: Test): Promise<string> {
   const p = runCli(['mock', '--port', '0', '--model', 'test-model', '--tls-cert', server.cert, '--tls-key', server.key]);
   t.teardown(() => p.kill());
   const [, endpoint] = await p.waitFor(/^mock listening on https:\/\/(\S+)$/m);
@@ -32,7 +33,7 @@ t.test('a pool of https:// endpoints with tls_ca_file: streamed and scraped over
     const e = (await debugPools(gw)).p?.endpoints.find((x) => x.endpoint === ep);
     return e?.signals ? e : undefined;
   }, 15_000, 'signals scraped over HTTPS');
-  t.equal(seen.scrape_failures, 0, 'no failed scrape');
+  t.equal(seen?.scrape_failures, 0, 'no failed scrape');
   const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chat(true), headers: { 'content-type': 'application/json' } });
   t.equal(res.statusCode, 200);
   t.match(res.headers['content-type'], /text\/event-stream/);
