@@ -42,6 +42,8 @@ on the config they started with; a file with a problem changes nothing (each pro
 line). Listener addresses, TLS paths, the body/header/connection limits and the quota store need a
 restart: a change there is logged "needs restart" and the rest is applied. Counted in
 infergate_config_reloads_total{result="success"|"needs_restart"|"error"}.
+SIGHUP (or a change of the files, unless listen.tls.watch is false): reload listen.tls.cert and key; new
+connections get the new pair, open ones finish on the old; a pair that cannot be used changes nothing.
 LOG_LEVEL, when set, wins over the config's logging.level (at start and on reload).
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker

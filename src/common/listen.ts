@@ -16,6 +16,16 @@ export function listenExclusive(app: TemplatedApp, host: string, port: number, c
 }
 
 /**
+ * Listening with SO_REUSEPORT (and SO_REUSEADDR), uWS's default for a port other than 0: a second app of
+ * this process can then listen on the same port while connections accepted by the first are still open (a
+ * TLS listener's certificate reload, uws-front.ts). The caller takes the port exclusively first, so another
+ * process's listener on it is still refused.
+ */
+export function listenShared(app: TemplatedApp, host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
+  (app.listen as unknown as ListenWithOptions).call(app, host, port, 0, cb);
+}
+
+/**
  * After a uWS server's listeners are closed and its answers sent: exit shortly even if idle keep-alive
  * connections remain (uWS 20.30 cannot close them, and they keep the process alive until the client or
  * the idle timeout does). The timer is unref'd, so a process with nothing left exits on its own first.

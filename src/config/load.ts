@@ -3,9 +3,11 @@
  * I/O is limited to reading the file and testing the files it names; `parseConfigText` is pure and is what
  * tests and reload use.
  */
+import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { configWarnings, fileProblems, type ConfigNotice, type FileCheck } from './checks.js';
+import { certificateNotAfter, checkTlsFiles } from '../common/tls-files.js';
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
 import { configSchema, type Config } from './schema.js';
 
@@ -106,9 +108,47 @@ export function loadConfigChecked(file: string, check: FileCheck = readableFile)
   const doc = parseDocument(text, { lineCounter });
   const located = (n: ConfigNotice): ConfigProblem => ({ path: n.path.join('.'), line: lineOf(doc, lineCounter, n.path), message: n.message });
   const errors = fileProblems(config, check).map(located);
+  if (errors.length === 0) errors.push(...tlsPairProblems(config).map(located), ...caFileProblems(config).map(located));
   if (errors.length) throw new ConfigError(file, errors);
-  return { config, warnings: configWarnings(config).map(located) };
+  return { config, warnings: [...configWarnings(config), ...tlsWarnings(config)].map(located) };
 }
+/** The listener's certificate and key that are readable but not a usable pair (not PEM, encrypted, not matching). */
+function tlsPairProblems(config: Config): ConfigNotice[] {
+  const tls = config.listen.tls;
+  if (!tls) return [];
+  try {
+    checkTlsFiles(tls.cert, tls.key);
+    return [];
+  } catch (err) {
+    // the message starts with the key it is about ("listen.tls.key: …", "listen.tls: …")
+    const m = /^(listen\.tls(?:\.cert|\.key)?): ([^]*)$/.exec((err as Error).message);
+    return [{ path: (m?.[1] ?? 'listen.tls').split('.'), message: m?.[2] ?? (err as Error).message }];
+  }
+}
+
+/** A pool's tls_ca_file that holds no PEM certificate (undici would fail every connection with a vague error). */
+function caFileProblems(config: Config): ConfigNotice[] {
+  const out: ConfigNotice[] = [];
+  for (const [name, pool] of Object.entries(config.pools)) {
+    const file = pool.tls_ca_file;
+    if (file === undefined) continue;
+    try {
+      new X509Certificate(readFileSync(file));
+    } catch (err) {
+      out.push({ path: ['pools', name, 'tls_ca_file'], message: `${file}: holds no PEM certificate (${(err as Error).message})` });
+    }
+  }
+  return out;
+}
+
+/** The listener's certificate past its end date (clients refuse it; the gateway still serves it). */
+function tlsWarnings(config: Config, now = Date.now()): ConfigNotice[] {
+  const tls = config.listen.tls;
+  const notAfter = tls ? certificateNotAfter(tls.cert) : undefined;
+  if (!tls || notAfter === undefined || notAfter.getTime() > now) return [];
+  return [{ path: ['listen', 'tls', 'cert'], message: `${tls.cert}: the certificate expired on ${notAfter.toISOString()}; clients that check it refuse the connection` }];
+}
+
 /**
  * The config with the relative paths of its key files (auth.jwt.jwks_file, public_key_file, secret_file,
  * pools.*.api_key_file) made absolute from `dir`, the config file's directory, so a config and its keys
@@ -122,7 +162,10 @@ export function withKeyPathsFrom(config: Config, dir: string): Config {
     jwt.public_key_file = abs(jwt.public_key_file);
     jwt.secret_file = abs(jwt.secret_file);
   }
-  for (const pool of Object.values(config.pools)) pool.api_key_file = abs(pool.api_key_file);
+  for (const pool of Object.values(config.pools)) {
+    pool.api_key_file = abs(pool.api_key_file);
+    pool.tls_ca_file = abs(pool.tls_ca_file);
+  }
   return config;
 }
 

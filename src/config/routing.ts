@@ -6,6 +6,16 @@ import type { PoolOptions, RouterConfig } from '../routing/index.js';
 import type { ScraperConfig } from '../signals/scraper.js';
 import type { Config, PoolConfig } from './schema.js';
 
+/** An endpoint as routing, metrics and logs name it: HOST:PORT, without the scheme it may be written with. */
+export function endpointId(written: string): string {
+  return written.replace(/^https?:\/\//, '');
+}
+
+/** Whether the pool speaks HTTPS to its endpoints: one written https://, or a CA file for them. */
+export function poolUsesTls(pc: PoolConfig): boolean {
+  return pc.tls_ca_file !== undefined || pc.endpoints.some((e) => e.startsWith('https://'));
+}
+
 /** The router's view of a config: per pool what the picker reads, and the model routes. */
 export function routerConfig(cfg: Config): RouterConfig {
   const pools: Record<string, PoolOptions> = {};
@@ -21,7 +31,7 @@ export function routerConfig(cfg: Config): RouterConfig {
 function poolOptionsOf(pc: PoolConfig): PoolOptions {
   const out: PoolOptions = {
     engine: pc.engine,
-    endpoints: [...pc.endpoints],
+    endpoints: pc.endpoints.map(endpointId),
     discovery: pc.discovery !== undefined,
     policy: pc.policy,
     scoring: { ...pc.scoring },
@@ -34,11 +44,15 @@ function poolOptionsOf(pc: PoolConfig): PoolOptions {
   return out;
 }
 
-/** The scraper's view of a config: per pool the engine, the metrics page and interval, the upstream key (read at start). */
-export function scraperConfig(cfg: Config, keys: ReadonlyMap<string, string> = new Map()): ScraperConfig {
+/**
+ * The scraper's view of a config: per pool the engine, the metrics page and interval, the upstream key and
+ * the CA certificates of an HTTPS pool (both read at start).
+ */
+export function scraperConfig(cfg: Config, keys: ReadonlyMap<string, string> = new Map(), cas: ReadonlyMap<string, string> = new Map()): ScraperConfig {
   const pools: ScraperConfig['pools'] = {};
   for (const [name, pc] of Object.entries(cfg.pools)) {
     pools[name] = { engine: pc.engine, metrics: { path: pc.metrics.path, interval: pc.metrics.interval }, api_key: keys.get(name) };
+    if (poolUsesTls(pc)) pools[name].tls = { ca: cas.get(name) };
   }
   return { pools };
 }

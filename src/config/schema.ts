@@ -75,8 +75,9 @@ const refused = (description: string) => z.unknown().optional().meta({ descripti
 const port = z.number().int().min(0).max(65535);
 
 const tls = z.strictObject({
-  cert: z.string().min(1).describe('The PEM certificate (chain) file, relative to the working directory.'),
-  key: z.string().min(1).describe('The PEM private key file, relative to the working directory.'),
+  cert: z.string().min(1).describe('The PEM certificate file (with its chain) served on the listen port; reloaded on SIGHUP and when it changes.'),
+  key: z.string().min(1).describe('The PEM private key file of that certificate, unencrypted; reloaded with it.'),
+  watch: z.boolean().default(true).describe('Watch the certificate and key files and reload them when their contents change (SIGHUP reloads either way).'),
 });
 
 const listen = z.strictObject({
@@ -286,8 +287,8 @@ export const DEFAULT_METRICS_INTERVAL = '100ms';
 
 const endpoint = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT, e.g. 127.0.0.1:8001')
-  .describe('One model server as HOST:PORT, e.g. 127.0.0.1:8001.');
+  .regex(/^(https?:\/\/)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'an endpoint is HOST:PORT or https://HOST:PORT, e.g. 127.0.0.1:8001')
+  .describe('One model server as HOST:PORT (plain HTTP, unless its pool sets tls_ca_file) or https://HOST:PORT, e.g. 127.0.0.1:8001.');
 
 const pool = z.strictObject({
   engine: z.enum(['vllm', 'sglang']).default('vllm').describe("The model server the endpoints run, which says whose metric names are read: vllm or sglang."),
@@ -306,6 +307,11 @@ const pool = z.strictObject({
   api_key_env: z.string().min(1).optional().describe('The name of an environment variable holding the key sent upstream as Authorization: Bearer.'),
   /** never accepted: a key written in the config file (see api_key_file, api_key_env) */
   api_key: refused('Never accepted: a key is not written in the config file (use api_key_file or api_key_env).'),
+  tls_ca_file: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('A PEM file of the CA certificates that sign this pool\'s model servers\' TLS certificates (relative: from the config file); setting it makes the pool speak HTTPS, as do endpoints written https://HOST:PORT.'),
   /** Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded). */
   forward_client_auth: z.boolean().default(false).describe("Pass the client's own Authorization header on to this pool's servers (off: it is never forwarded)."),
   metrics: z
@@ -409,7 +415,7 @@ export const configSchema = z
   // the value may then hold unparsed parts, hence the defensive reads.
   .superRefine(crossChecks, { when: () => true });
 
-type RawPool = { endpoints?: unknown; discovery?: unknown; api_key?: unknown; api_key_file?: unknown; api_key_env?: unknown; forward_client_auth?: unknown };
+type RawPool = { endpoints?: unknown; discovery?: unknown; tls_ca_file?: unknown; api_key?: unknown; api_key_file?: unknown; api_key_env?: unknown; forward_client_auth?: unknown };
 type RawModel = { name?: unknown; pool?: unknown; targets?: unknown; sticky?: unknown };
 
 function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
@@ -476,6 +482,14 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
     const eps = p?.endpoints;
     if ((eps === undefined || (Array.isArray(eps) && eps.length === 0)) && !p?.discovery) {
       ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints'], message: `pool "${name}" needs endpoints or discovery` });
+    }
+    if (Array.isArray(eps)) {
+      const https = eps.some((e) => typeof e === 'string' && e.startsWith('https://')) || p?.tls_ca_file !== undefined;
+      eps.forEach((e, i) => {
+        if (https && typeof e === 'string' && e.startsWith('http://')) {
+          ctx.addIssue({ code: 'custom', path: ['pools', name, 'endpoints', i], message: 'this pool speaks HTTPS (an endpoint written https:// or tls_ca_file): write its endpoints HOST:PORT or https://HOST:PORT' });
+        }
+      });
     }
     if (p?.api_key !== undefined) {
       ctx.addIssue({

@@ -7,6 +7,7 @@ import { promises as dns } from 'node:dns';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../routing/index.js';
+import { endpointId } from '../config/routing.js';
 
 export class Discovery {
   private timers: NodeJS.Timeout[] = [];
@@ -38,7 +39,7 @@ export class Discovery {
       ...(v4.status === 'fulfilled' ? v4.value.map((a) => `${a}:${d.port}`) : []),
       ...(v6.status === 'fulfilled' ? v6.value.map((a) => `[${a}]:${d.port}`) : []),
     ];
-    const fixed = this.config.pools[pool].endpoints;
+    const fixed = this.config.pools[pool].endpoints.map(endpointId);
     if (addrs.length === 0) {
       const reason = v4.status === 'rejected' ? (v4.reason as Error).message : 'no addresses';
       this.logger.warn({ pool, dns: d.dns, reason }, 'discovery found nothing; keeping the last endpoints');

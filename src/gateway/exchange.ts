@@ -30,7 +30,7 @@ import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readReques
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
-import { dispatchTry, isTimeout, type UpstreamListener } from './upstream.js';
+import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
 
 /** body: reading it; admission: body checked, waiting for the token's verification or a check */
@@ -436,7 +436,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       // No answer byte yet: another endpoint, if the failure proves this one did not take the request
       // (refused, reset: retry.ts) and retries and the budget last. A timeout is not retried: the try is
       // over (undici closed its connection, so the server stops) and the client gets 504.
-      this.lastError = timeout ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+      const tls = timeout ? undefined : isTlsFailure(err);
+      this.lastError = timeout ? errors.upstreamTimeout() : tls !== undefined ? errors.upstreamTls(this.pool, tls) : errors.upstreamUnavailable();
       this.dropEndpoint();
       this.endAttempt('error');
       const reason = retryReasonOf(err);

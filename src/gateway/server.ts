@@ -4,7 +4,7 @@
  * Exchange (exchange.ts).
  */
 import type { Config } from '../config/schema.js';
-import { routerConfig, scraperConfig } from '../config/routing.js';
+import { poolUsesTls, routerConfig, scraperConfig } from '../config/routing.js';
 import { planReload } from '../config/reload-plan.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
@@ -21,13 +21,15 @@ import type { Answer, ClientSide } from './client.js';
 import { Discovery } from './discovery.js';
 import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
-import { ShuttingDown, Upstreams } from './upstreams.js';
+import { ShuttingDown, Upstreams, type UpstreamTls } from './upstreams.js';
 import { RetryBudgets } from './retry.js';
+import { readFileSync } from 'node:fs';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
 import { generationOf, GenerationContext, type Generation } from './generation.js';
 import { Front } from './uws-front.js';
+import { TlsReloader } from './tls-reload.js';
 import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
@@ -61,6 +63,8 @@ export class Gateway implements GatewayContext {
    */
   private gen: Generation;
   private genCtx: GenerationContext;
+  /** the HTTPS pools and their CA certificates (read at start and on each reload) */
+  private poolTls = new Map<string, UpstreamTls>();
   draining = false;
   inFlight = 0;
   readonly retryBudgets = new RetryBudgets();
@@ -70,6 +74,7 @@ export class Gateway implements GatewayContext {
   private adminFront: Front | undefined;
   private drainWaiter: (() => void) | undefined;
   private fdGuard: FdGuard | undefined;
+  private tlsReloader: TlsReloader | undefined;
 
   constructor(
     config: Config,
@@ -80,8 +85,12 @@ export class Gateway implements GatewayContext {
     this.router = new Router(routerConfig(config), {
       onEjection: (pool, endpoint, outcome) => this.metrics.ejection(pool, endpoint, outcome),
     });
-    // a removed endpoint's series are dropped again once its last request has ended (and recorded)
-    this.upstreams = new Upstreams(config.limits, () => this.metrics.retainEndpoints(this.allEndpoints()));
+    this.upstreams = new Upstreams(
+      config.limits,
+      // a removed endpoint's series are dropped again once its last request has ended (and recorded)
+      () => this.metrics.retainEndpoints(this.allEndpoints()),
+      (endpoint) => this.upstreamTlsOf(endpoint),
+    );
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
@@ -136,6 +145,8 @@ export class Gateway implements GatewayContext {
     const { listen, admin, limits } = this.config;
     // keys first: a missing key file or variable stops the start before anything listens
     const keys = poolKeysOf(this.config);
+    // the CA certificates of HTTPS pools (check-config names a file that cannot be read)
+    this.poolTls = poolTlsOf(this.config);
     this.setGeneration(generationOf(1, this.config, keys, await this.admissionFor(this.config)));
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
@@ -164,12 +175,13 @@ export class Gateway implements GatewayContext {
     const port = await this.front.listen(listen.host, listen.port);
     this.logger.info({ max_connections: bound.max, max_connections_per_client: limits.max_connections_per_client, open_file_limit: fdLimit }, 'client connections bounded');
     this.fdGuard = this.startFdGuard(this.front);
+    if (listen.tls) this.tlsReloader = this.startTlsReload(this.front, listen.tls);
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, headTooLarge, onHandlerError });
     adminRoutes(this.adminFront, this);
     const adminPort = await this.adminFront.listen(admin.host, admin.port);
     this.discovery = this.newDiscovery(this.config);
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
+    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys, casOf(this.poolTls)), this.logger);
     this.scraper.start();
     const scheme = listen.tls ? 'https' : 'http';
     return {
@@ -221,6 +233,7 @@ export class Gateway implements GatewayContext {
     const cfg = plan.config;
     const needsRestart = [...plan.needsRestart];
     const poolKeys = poolKeysOf(cfg);
+    const poolTls = poolTlsOf(cfg);
     // the authenticator is made again when auth changed, and for key files and variables (a rotated key
     // is read); a jwks_url with unchanged settings keeps its key set and refreshes as before
     const auth = cfg.auth;
@@ -237,8 +250,11 @@ export class Gateway implements GatewayContext {
     }
     this.router.reconfigure(routerConfig(keepDiscovered(cfg, running, this.router)));
     this.upstreams.reconfigure(cfg.limits);
+    // HTTPS settings changed: every upstream pool is made again (its requests finish on the old one)
+    if (!sameJson([...this.poolTls], [...poolTls])) this.upstreams.retain(new Set());
+    this.poolTls = poolTls;
     this.endpointsChanged();
-    this.scraper?.reconfigure(scraperConfig(cfg, poolKeys));
+    this.scraper?.reconfigure(scraperConfig(cfg, poolKeys, casOf(poolTls)));
     if (this.discovery) {
       this.discovery.stop();
       this.discovery = this.newDiscovery(cfg);
@@ -275,6 +291,19 @@ export class Gateway implements GatewayContext {
     return guard;
   }
 
+  /** New connections get the certificate and key the files hold after SIGHUP or a change (tls-reload.ts). */
+  private startTlsReload(front: Front, tls: { cert: string; key: string; watch: boolean }): TlsReloader {
+    return new TlsReloader({
+      ...tls,
+      apply: (pair) => front.reloadTls(pair),
+      onResult: (result, trigger, detail) => {
+        this.metrics.tlsReloads.inc({ result, trigger });
+        if (result === 'reloaded') this.logger.info({ trigger, fingerprint: detail.fingerprint }, 'TLS certificate reloaded: new connections get it');
+        else this.logger.error({ trigger, error: detail.error }, 'TLS certificate reload failed: the previous certificate keeps serving');
+      },
+    });
+  }
+
   private clientRoutes(front: Front): void {
     const maxBody = this.config.limits.max_body_bytes;
     front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'chat'));
@@ -297,6 +326,14 @@ export class Gateway implements GatewayContext {
     front.fallback((method, url) =>
       errorAnswer(known.has(url) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
     );
+  }
+
+  /** How an endpoint is reached over HTTPS: its (first) pool's setting; undefined for plain HTTP. */
+  private upstreamTlsOf(endpoint: string): UpstreamTls | undefined {
+    for (const pool of this.router.pools()) {
+      if (this.router.endpoints(pool).includes(endpoint)) return this.poolTls.get(pool);
+    }
+    return undefined;
   }
 
   /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */
@@ -328,6 +365,7 @@ export class Gateway implements GatewayContext {
     if (this.draining) return;
     this.draining = true;
     this.fdGuard?.stop();
+    this.tlsReloader?.close();
     this.front?.close();
     if (this.inFlight > 0) {
       this.logger.info({ in_flight: this.inFlight, drain_ms: drainMs }, 'draining in-flight requests');
@@ -362,6 +400,19 @@ export class Gateway implements GatewayContext {
 }
 
 /** Each pool's upstream key (api_key_file / api_key_env); throws naming the one that cannot be read. */
+/** The HTTPS pools and their CA certificates, read from the files named (throws when one cannot be read). */
+function poolTlsOf(config: Config): Map<string, UpstreamTls> {
+  const out = new Map<string, UpstreamTls>();
+  for (const [name, pool] of Object.entries(config.pools)) {
+    if (poolUsesTls(pool)) out.set(name, { ca: pool.tls_ca_file !== undefined ? readFileSync(pool.tls_ca_file, 'utf8') : undefined });
+  }
+  return out;
+}
+
+function casOf(poolTls: ReadonlyMap<string, UpstreamTls>): Map<string, string> {
+  return new Map([...poolTls].flatMap(([pool, t]) => (t.ca !== undefined ? [[pool, t.ca] as const] : [])));
+}
+
 function poolKeysOf(config: Config): Map<string, string> {
   const keys = new Map<string, string>();
   for (const [name, pool] of Object.entries(config.pools)) {

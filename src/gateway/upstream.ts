@@ -23,6 +23,12 @@ export interface UpstreamListener {
   onInternalError(err: unknown): void;
 }
 
+/** A TLS handshake with the model server failed (its certificate not trusted or not for its name, or no TLS there). */
+export function isTlsFailure(err: unknown): string | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|^ERR_TLS|^ERR_SSL|^EPROTO$/.test(code) ? code : undefined;
+}
+
 /** undici's timeout errors (first byte, connect, idle body), answered 504 rather than 502. */
 export function isTimeout(err: Error): boolean {
   const code = (err as { code?: string }).code;

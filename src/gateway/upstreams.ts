@@ -10,21 +10,29 @@ export class ShuttingDown extends Error {
   }
 }
 
+/** How the gateway reaches an endpoint over HTTPS: the PEM CA certificates to verify it with (the system's when none). */
+export interface UpstreamTls {
+  ca?: string;
+}
+
 export class Upstreams {
   private readonly pools = new Map<string, Pool>();
   /** pools taken out of use (removed endpoint, reload) whose requests still run: destroyed on close() */
   private readonly closing = new Set<Pool>();
 
+  /** `tlsOf`: whether an endpoint (HOST:PORT) is reached over HTTPS, asked once, when its Pool is made */
   constructor(
     private limits: Config['limits'],
     /** a retired pool closed: its last request has ended */
     private readonly onRetired: () => void = () => undefined,
+    private readonly tlsOf: (endpoint: string) => UpstreamTls | undefined = () => undefined,
   ) {}
 
   get(endpoint: string): Pool {
     let pool = this.pools.get(endpoint);
     if (!pool) {
-      pool = new Pool(`http://${endpoint}`, {
+      const tls = this.tlsOf(endpoint);
+      pool = new Pool(`${tls ? 'https' : 'http'}://${endpoint}`, {
         pipelining: 1,
         // Defaults only: every try sets its own (dispatchTry: first_byte_timeout for a stream, none for a
         // non-streamed answer, whose whole-answer deadline, response_timeout, is the exchange's timer).
@@ -33,7 +41,7 @@ export class Upstreams {
         // Below the model servers' own idle limit (uvicorn, under vLLM and SGLang: 5 s), so the gateway
         // drops an idle connection before the server does and never writes a request into one being closed.
         keepAliveTimeout: 4_000,
-        connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout) },
+        connect: { timeout: Math.min(5_000, this.limits.first_byte_timeout), ...(tls?.ca !== undefined && { ca: tls.ca }) },
       });
       this.pools.set(endpoint, pool);
     }

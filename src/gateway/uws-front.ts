@@ -12,11 +12,11 @@
  */
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadUws, uwsInUse, type Uws } from '../common/uws.js';
-import { listenExclusive } from '../common/listen.js';
+import { listenExclusive, listenShared } from '../common/listen.js';
 import { normalizePeer } from '../common/ip.js';
 import { EMPTY } from './buffers.js';
 import { BodyBudget, BodyCollector } from './body.js';
-import { checkTlsFiles } from './tls-files.js';
+import { checkTlsFiles } from '../common/tls-files.js';
 import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type Answer, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
 import { framingProblem } from './request-checks.js';
 
@@ -53,6 +53,8 @@ export interface ConnectionLimits {
 }
 
 const UPLOAD_SWEEP_MS = 250;
+/** how long a certificate reload keeps the replaced listening socket open (see retireSoon) */
+const RETIRE_MS = 200;
 
 /** A request body being received: when uWS's timer was last set for it, and the bytes since. */
 interface Upload {
@@ -65,7 +67,16 @@ interface Upload {
 /** One listener with its routes. */
 export class Front {
   private readonly uws: Uws;
-  private readonly app: TemplatedApp;
+  private app: TemplatedApp;
+  /** the apps a certificate reload replaced: their connections are served to their end (uWS frees an app's
+   *  connections with it, so they are kept, one small object per reload) */
+  private readonly retired: TemplatedApp[] = [];
+  /** listening sockets of replaced apps, closed shortly after the reload (retireSoon) */
+  private readonly retiring = new Set<us_listen_socket>();
+  /** every route, to register again on the app a certificate reload makes */
+  private readonly routes: Array<(app: TemplatedApp) => void> = [];
+  /** a TLS front listens sharing its port (SO_REUSEPORT) so that a reloaded app can listen beside it */
+  private readonly shared: boolean;
   private readonly onHandlerError: (err: unknown) => Answer;
   private socket: us_listen_socket | undefined;
   /** where it listens once it does (to listen again after pauseAccepting) */
@@ -92,16 +103,67 @@ export class Front {
     this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
     this.limits = opts.connections;
     this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
-    const tls = opts.tls;
-    if (tls) {
-      // uWS does not say why a TLS context fails; check the files first so the error names them.
-      checkTlsFiles(tls.cert, tls.key);
-      try {
-        this.app = this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key });
-      } catch (err) {
-        throw new Error(`listen.tls: uWS refused the certificate ${tls.cert} or the key ${tls.key} (${(err as Error).message})`);
-      }
-    } else this.app = this.uws.App();
+    this.shared = opts.tls !== undefined;
+    this.app = opts.tls ? this.sslApp(opts.tls) : this.uws.App();
+  }
+
+  private sslApp(tls: { cert: string; key: string }): TemplatedApp {
+    // uWS does not say why a TLS context fails; check the files first so the error names them.
+    checkTlsFiles(tls.cert, tls.key);
+    try {
+      return this.uws.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key });
+    } catch (err) {
+      throw new Error(`listen.tls: uWS refused the certificate ${tls.cert} or the key ${tls.key} (${(err as Error).message})`);
+    }
+  }
+
+  /** Registers a route on the app now and remembers it for the app a certificate reload makes. */
+  private route(install: (app: TemplatedApp) => void): void {
+    this.routes.push(install);
+    install(this.app);
+  }
+
+  /**
+   * Serves new connections with this certificate and key (a TLS front only): a new app with the same
+   * routes listens on the same port beside the current one, whose listening socket is then closed.
+   * Connections already open stay on the app that accepted them until they end. Throws, changing
+   * nothing, when the files are not a usable pair or the new app cannot listen.
+   */
+  reloadTls(tls: { cert: string; key: string }): void {
+    if (!this.shared) throw new Error('reloadTls: this listener does not serve TLS');
+    const app = this.sslApp(tls);
+    for (const install of this.routes) install(app);
+    const address = this.address;
+    if (this.socket !== undefined && address !== undefined) {
+      let socket: us_listen_socket | undefined;
+      listenShared(app, address.host, address.port, (s) => {
+        if (s) socket = s;
+      });
+      if (socket === undefined) throw new Error(`listen.tls: the new certificate's listener could not join ${address.host}:${address.port}`);
+      this.retireSoon(this.socket);
+      this.socket = socket;
+    }
+    this.retired.push(this.app);
+    this.app = app;
+  }
+
+  /**
+   * Closes a replaced listening socket after RETIRE_MS. The kernel spreads new connections over both
+   * sockets meanwhile; the old app accepts what reached its queue (while the new context was being made,
+   * the loop accepted nothing), where closing at once would reset those connections.
+   */
+  private retireSoon(socket: us_listen_socket): void {
+    this.retiring.add(socket);
+    setTimeout(() => {
+      if (!this.retiring.delete(socket)) return;
+      this.uws.us_listen_socket_close(socket);
+    }, RETIRE_MS).unref();
+  }
+
+  /** Listens on the address exclusively (plain HTTP) or shared with this process's next app (TLS). */
+  private listenOn(host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
+    if (this.shared) listenShared(this.app, host, port, cb);
+    else listenExclusive(this.app, host, port, cb);
   }
 
   /**
@@ -116,7 +178,7 @@ export class Front {
     const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
     const uploads = this.uploads;
-    this.app.post(path, (res, req) => {
+    this.route((app) => app.post(path, (res, req) => {
       if (this.limits !== undefined && !this.admit(res)) return;
       const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
@@ -216,7 +278,7 @@ export class Front {
           handler!.onInternalError(err);
         }
       });
-    });
+    }));
   }
 
   /**
@@ -230,13 +292,12 @@ export class Front {
       if (this.refusedBeforeRoute(res, req, head)) return;
       this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req)), head);
     };
-    this.app.get(path, route(false));
-    this.app.head(path, route(true));
+    this.route((app) => app.get(path, route(false)).head(path, route(true)));
   }
 
   /** Every request no route took, HEAD answered without the body. */
   fallback(answer: (method: string, url: string) => Answer): void {
-    this.app.any('/*', (res, req) => {
+    this.route((app) => app.any('/*', (res, req) => {
       const method = req.getCaseSensitiveMethod();
       if (this.refusedBeforeRoute(res, req, method === 'HEAD')) return;
       const url = req.getUrl();
@@ -247,7 +308,7 @@ export class Front {
         a = this.onHandlerError(err);
       }
       res.cork(() => writeAnswer(res, a, method === 'HEAD'));
-    });
+    }));
   }
 
   /** Requests in progress on this listener (counted when it has connection limits). */
@@ -333,12 +394,26 @@ export class Front {
     return timer;
   }
 
-  /** Listens (exclusively: see common/listen.ts) and gives the port, which is chosen when `port` is 0. */
+  /**
+   * Listens (exclusively: see common/listen.ts) and gives the port, which is chosen when `port` is 0. A TLS
+   * front first takes the port exclusively (so a port another process holds is refused, and port 0 gets its
+   * number), then listens on it shared, which a certificate reload needs.
+   */
   listen(host: string, port: number): Promise<number> {
     return new Promise((resolve, reject) => {
-      listenExclusive(this.app, host, port, (socket) => {
+      const refused = () => reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+      if (this.shared) {
+        let probe: us_listen_socket | undefined;
+        listenExclusive(this.app, host, port, (s) => {
+          if (s) probe = s;
+        });
+        if (probe === undefined) return refused();
+        port = this.uws.us_socket_local_port(probe as never);
+        this.uws.us_listen_socket_close(probe);
+      }
+      this.listenOn(host, port, (socket) => {
         if (!socket) {
-          reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+          refused();
           return;
         }
         this.socket = socket;
@@ -351,6 +426,8 @@ export class Front {
 
   /** Stops accepting connections (open ones are served to their end). */
   close(): void {
+    for (const s of this.retiring) this.uws.us_listen_socket_close(s);
+    this.retiring.clear();
     if (this.socket) this.uws.us_listen_socket_close(this.socket);
     this.socket = undefined;
     this.address = undefined;
@@ -360,6 +437,8 @@ export class Front {
 
   /** Stops accepting for a while (new connections are refused by the kernel); resumeAccepting undoes it. */
   pauseAccepting(): void {
+    for (const s of this.retiring) this.uws.us_listen_socket_close(s);
+    this.retiring.clear();
     if (this.socket) this.uws.us_listen_socket_close(this.socket);
     this.socket = undefined;
   }
@@ -368,7 +447,7 @@ export class Front {
   resumeAccepting(): boolean {
     const address = this.address;
     if (address === undefined || this.socket !== undefined) return this.socket !== undefined;
-    listenExclusive(this.app, address.host, address.port, (socket) => {
+    this.listenOn(address.host, address.port, (socket) => {
       if (socket) this.socket = socket;
     });
     return this.socket !== undefined;

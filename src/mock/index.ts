@@ -53,6 +53,7 @@ ${ENGINE_FLAGS_HELP}
   --fail-rate X                probability of an injected failure per request (default 0)
   --fail-mode M                refuse | 500 | cut | mixed (default mixed)
   --metrics-hang-after S       GET /metrics stops answering after S seconds
+  --tls-cert FILE --tls-key FILE  serve HTTPS with this PEM certificate and key
 Admin: POST /mock/faults {"metrics":"ok"|"hang"|"error","fail_rate":X,"fail_mode":M}; GET /mock/state.`;
 
 export function parseMockArgs(argv: string[]): MockOptions & { port: number; count: number; host: string } {
@@ -71,6 +72,8 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
       'fail-rate': { type: 'string' },
       'fail-mode': { type: 'string' },
       'metrics-hang-after': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -82,6 +85,9 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
   if (failMode !== undefined && !['refuse', '500', 'cut', 'mixed'].includes(failMode)) {
     throw new Error(`--fail-mode: expected refuse, 500, cut or mixed, got ${JSON.stringify(failMode)}`);
   }
+  const tlsCert = values['tls-cert'];
+  const tlsKey = values['tls-key'];
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) throw new Error('--tls-cert and --tls-key go together');
   const count = numberFlag('count', values.count, { int: true, min: 1 }) ?? 1;
   if (port + count - 1 > 65535) throw new Error('--port/--count: ports beyond 65535');
   return {
@@ -95,6 +101,7 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
     failRate: numberFlag('fail-rate', values['fail-rate'], { min: 0, max: 1 }),
     failMode: failMode as FailMode | undefined,
     metricsHangAfterS: numberFlag('metrics-hang-after', values['metrics-hang-after'], { min: 0 }),
+    ...(tlsCert !== undefined && tlsKey !== undefined && { tls: { cert: tlsCert, key: tlsKey } }),
   };
 }
 
@@ -120,7 +127,7 @@ export async function mockMain(argv: string[]): Promise<number> {
     process.stderr.write(`infergate mock: ${(e as Error).message}\n`);
     return 1;
   }
-  for (const ep of servers.endpoints) process.stdout.write(`mock listening on http://${ep}\n`);
+  for (const ep of servers.endpoints) process.stdout.write(`mock listening on ${opts.tls ? 'https' : 'http'}://${ep}\n`);
   return new Promise<number>((resolve) => {
     const stop = () => {
       process.off('SIGTERM', stop);

@@ -35,6 +35,8 @@ export interface MockOptions {
   metricsHangAfterS?: number;
   /** request body limit in bytes (default 64 MiB) */
   maxBodyBytes?: number;
+  /** serve HTTPS with this PEM certificate and key (a model server behind its own TLS) */
+  tls?: { cert: string; key: string };
 }
 
 export function profileFromOptions(o: MockOptions): Partial<EngineProfile> {

@@ -90,7 +90,7 @@ export class MockServer {
     this.seed = opts.seed ?? 0;
     this.maxBody = opts.maxBodyBytes ?? 64 * 1024 * 1024;
     this.faults = new Faults(opts, this.seed, port);
-    this.app = loadUws().App();
+    this.app = opts.tls ? loadUws().SSLApp({ cert_file_name: opts.tls.cert, key_file_name: opts.tls.key }) : loadUws().App();
     this.routes();
   }
 

@@ -64,6 +64,7 @@ export class GatewayMetrics {
   readonly configReloads: client.Counter<'result'>;
   /** infergate_auth_disabled (set again when a reload changes auth.mode) */
   readonly authDisabled: client.Gauge;
+  readonly tlsReloads: client.Counter<'result' | 'trigger'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
   /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
   readonly quotaBackendUp: client.Gauge;
@@ -213,6 +214,11 @@ export class GatewayMetrics {
     this.configReloads = new client.Counter({
       name: 'infergate_config_reloads_total', help: 'Configuration reloads, by result.',
       labelNames: ['result'], registers,
+    });
+    this.tlsReloads = new client.Counter({
+      name: 'infergate_tls_reloads_total',
+      help: 'Reloads of the listener\'s TLS certificate and key after they changed, by result (reloaded, failed: the old pair kept serving) and trigger (signal, file_change).',
+      labelNames: ['result', 'trigger'], registers,
     });
     this.shadowPicks = new client.Counter({
       name: 'infergate_shadow_picks_total',

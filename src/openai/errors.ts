@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'server_error' },
   upstream_unavailable: { status: 502, type: 'server_error' },
+  upstream_tls_failed: { status: 502, type: 'server_error' },
   upstream_stream_broken: { status: 502, type: 'server_error' },
   no_endpoint: { status: 503, type: 'server_error' },
   request_buffers_full: { status: 503, type: 'server_error' },
@@ -133,6 +134,8 @@ export const errors = {
   noEndpoint: () => make('no_endpoint', 'No model server is available for this model right now.', { retryAfterS: 1 }),
   upstreamUnavailable: () =>
     make('upstream_unavailable', 'The model server could not be reached or failed before answering.'),
+  upstreamTls: (pool: string, code: string) =>
+    make('upstream_tls_failed', `The gateway could not establish TLS with the model server (${code}); if its certificate is signed by a private CA, set pools.${pool}.tls_ca_file.`),
   upstreamTimeout: () => make('upstream_timeout', 'The model server did not answer in time.'),
   upstreamStreamBroken: () => make('upstream_stream_broken', 'The model server stopped in the middle of the answer.'),
   shuttingDown: () =>

@@ -38,6 +38,8 @@ export interface ScrapePool {
   };
   /** sent upstream as `Authorization: Bearer …` */
   api_key?: string;
+  /** scrape over HTTPS, verifying with these PEM CA certificates (the system's when none) */
+  tls?: { ca?: string };
 }
 
 export interface ScraperConfig {
@@ -65,6 +67,8 @@ interface Loop {
 
 export class Scraper {
   private readonly agent: Agent;
+  /** one Agent per HTTPS pool (its CA certificates), made on first use */
+  private readonly tlsAgents = new Map<string, Agent>();
   private loops = new Map<string, Loop>(); // key: endpoint (one loop even if in two pools)
   private running = false;
   private syncTimer: NodeJS.Timeout | null = null;
@@ -106,6 +110,7 @@ export class Scraper {
     this.loops.clear();
     await Promise.allSettled(waits);
     await this.agent.close().catch(() => undefined);
+    await Promise.all([...this.tlsAgents.values()].map((a) => a.close().catch(() => undefined)));
   }
 
   /** A reloaded config: pools, intervals, paths and keys apply from each endpoint's next scrape. */
@@ -159,11 +164,23 @@ export class Scraper {
     return Math.max(10, this.cfg.pools[l.pool]?.metrics.interval ?? 1000);
   }
 
-  private async get(url: string, timeoutMs: number, apiKey: string | undefined): Promise<{ status: number; text: string }> {
+  /** The dispatcher for a pool's endpoints: the shared one, or its HTTPS pool's own. */
+  private agentFor(pool: string): Agent {
+    const tls = this.cfg.pools[pool]?.tls;
+    if (!tls) return this.agent;
+    let a = this.tlsAgents.get(pool);
+    if (!a) {
+      a = new Agent({ keepAliveTimeout: 4_000, connections: 4, pipelining: 1, connect: { timeout: 2_000, ...(tls.ca !== undefined && { ca: tls.ca }) } });
+      this.tlsAgents.set(pool, a);
+    }
+    return a;
+  }
+
+  private async get(url: string, timeoutMs: number, apiKey: string | undefined, dispatcher: Agent = this.agent): Promise<{ status: number; text: string }> {
     const headers: Record<string, string> = { accept: 'text/plain, application/json' };
     if (apiKey) headers.authorization = `Bearer ${apiKey}`;
     const res = await request(url, {
-      dispatcher: this.agent,
+      dispatcher,
       method: 'GET',
       headers,
       signal: AbortSignal.timeout(timeoutMs),
@@ -191,13 +208,14 @@ export class Scraper {
     const interval = this.interval(l);
     // shorter than the interval, but not absurdly short for fast intervals
     const timeoutMs = Math.max(50, Math.min(interval * 0.8, 5_000));
-    const base = `${this.scheme}://${l.endpoint}`;
+    const base = `${pc.tls ? 'https' : this.scheme}://${l.endpoint}`;
+    const agent = this.agentFor(l.pool);
     const engine = pc.engine;
     try {
       if (this.modelsEvery > 0 && this.now() - l.modelsAt >= this.modelsEvery) {
         l.modelsAt = this.now();
         try {
-          const m = await this.get(`${base}/v1/models`, Math.max(timeoutMs, 500), pc.api_key);
+          const m = await this.get(`${base}/v1/models`, Math.max(timeoutMs, 500), pc.api_key, agent);
           if (m.status === 200) {
             const a = adaptersFromModels(JSON.parse(m.text));
             if (a) l.adapters = a;
@@ -206,7 +224,7 @@ export class Scraper {
           // adapters are optional; metrics decide whether the endpoint is failing
         }
       }
-      const r = await this.get(base + pc.metrics.path, timeoutMs, pc.api_key);
+      const r = await this.get(base + pc.metrics.path, timeoutMs, pc.api_key, agent);
       if (r.status !== 200) throw new Error(`status ${r.status}`);
       const s = signalsFromMetrics(engine, r.text);
       if (!s) throw new Error(`no ${engine} metrics in the answer`);

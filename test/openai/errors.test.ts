@@ -25,6 +25,7 @@ const PINNED: Record<string, [number, string]> = {
   rate_limit_exceeded: [429, 'rate_limit_error'],
   internal_error: [500, 'server_error'],
   upstream_unavailable: [502, 'server_error'],
+  upstream_tls_failed: [502, 'server_error'],
   upstream_stream_broken: [502, 'server_error'],
   no_endpoint: [503, 'server_error'],
   request_buffers_full: [503, 'server_error'],
@@ -47,7 +48,7 @@ const built: ApiError[] = [
   errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
-  errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
+  errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTls('p', 'DEPTH_ZERO_SELF_SIGNED_CERT'), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
   errors.shuttingDown(), errors.internal(), errors.tooManyConnections(), errors.uploadTooSlow(23_000),
 ];
 

@@ -50,3 +50,12 @@ function readPem(key: string, what: string, file: string): string {
 function reason(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** When the certificate in `certFile` stops being valid, or undefined when it cannot be read. */
+export function certificateNotAfter(certFile: string): Date | undefined {
+  try {
+    return new Date(new X509Certificate(readFileSync(certFile)).validTo);
+  } catch {
+    return undefined;
+  }
+}
