@@ -60,5 +60,5 @@ t.test('TLS file paths: a changed path needs a restart, the same paths do not', 
   t.same(planReload(tls('a.pem'), tls('a.pem')).needsRestart, []);
   t.same(planReload(tls('a.pem'), tls('b.pem')).needsRestart, ['listen.tls']);
   t.same(planReload(tls('a.pem'), cfg()).needsRestart, ['listen.tls'], 'TLS removed');
-  t.same(planReload(tls('a.pem'), cfg()).config.listen.tls, { cert: 'a.pem', key: 'k.pem' });
+  t.same(planReload(tls('a.pem'), cfg()).config.listen.tls, { cert: 'a.pem', key: 'k.pem', watch: true });
 });
