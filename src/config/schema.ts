@@ -255,6 +255,10 @@ const pool = z.strictObject({
       block_chars: z.number().int().min(8).max(65536).default(64),
       max_blocks: z.number().int().min(1).max(65536).default(2048),
       capacity_blocks_per_endpoint: z.number().int().min(1).default(31250),
+      embeddings: z
+        .boolean()
+        .default(false)
+        .describe('Whether /v1/embeddings requests are routed on prefix affinity too (off: only on load, since an embedding pass reuses little cache).'),
     })
     .prefault({}),
   saturation: z
@@ -275,6 +279,29 @@ const pool = z.strictObject({
     .prefault({}),
 });
 
+/** An origin as a browser sends it: scheme://host[:port], nothing after. */
+const origin = z
+  .string()
+  .regex(/^https?:\/\/[^/\s?#]+$/, 'an origin is scheme://host[:port], e.g. https://app.example.com (no path, no trailing slash)');
+
+/** A header name (an HTTP token). */
+const headerName = z.string().regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, 'not a header name');
+
+/** Cross-origin requests from browsers (src/gateway/cors.ts); absent: no CORS headers at all. */
+const cors = z
+  .strictObject({
+    origins: z
+      .union([z.literal('*'), z.array(origin).min(1)])
+      .describe('The browser origins allowed to call the client port (e.g. ["https://app.example.com"]), or "*" for any.'),
+    allow_headers: z
+      .array(headerName)
+      .optional()
+      .describe('The request headers a preflight allows; when absent, the headers the browser asks for are allowed.'),
+    max_age: duration('10m').describe('How long a browser may cache a preflight answer (Access-Control-Max-Age), a duration such as "10m".'),
+  })
+  .optional()
+  .describe('Cross-origin (CORS) access from browsers: off when absent.');
+
 const logging = z
   .strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -290,6 +317,7 @@ export const configSchema = z
     debug_headers: z.boolean().default(false),
     /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
     trusted_proxies: z.array(cidr).default([]),
+    cors,
     admin: admin.prefault({}),
     auth,
     limits,

@@ -8,6 +8,7 @@ import type { Upstreams } from './upstreams.js';
 import type { ClientSide } from './client.js';
 import type { Admission } from './admission.js';
 import type { Quota } from '../quota/index.js';
+import type { Cors } from './cors.js';
 
 export interface GatewayContext {
   config: Config;
@@ -25,6 +26,8 @@ export interface GatewayContext {
   poolKeys: ReadonlyMap<string, string>;
   /** whether a peer address is in trusted_proxies (its X-Forwarded-* are believed) */
   isTrustedProxy(peer: string): boolean;
+  /** cross-origin access (the `cors` section), undefined when off */
+  readonly cors: Cors | undefined;
   /** the client listener's scheme, for X-Forwarded-Proto */
   scheme: 'http' | 'https';
   draining: boolean;
