@@ -2,7 +2,9 @@
  * The gateway's front adapter: the one module that knows uWebSockets.js's request and response objects.
  * It makes an app (HTTP or TLS), registers routes, listens, and turns each request into what the rest of
  * the gateway talks to (client.ts): a POST's head as a ClientRequest and its whole body, a GET's answer
- * (HEAD answered by the same route, without the body), the fallback for every other request.
+ * (HEAD answered by the same route, without the body), the fallback for every other request (405 with
+ * `Allow` on a known path, OPTIONS and CORS preflights answered there), and the CORS headers of every answer
+ * it writes itself (cors.ts decides them).
  *
  * uWS rules kept here: `req` is read only inside the route handler (it is invalid after); onAborted is
  * attached before a handler that answers later returns; onData's ArrayBuffer is copied before the
