@@ -262,8 +262,12 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
     this.promptTokens = tokensOfChars(this.promptChars);
     // No prefix affinity where no KV cache is reused: tokenizing, and embeddings unless the pool asks for
-    // it. An empty text matches nothing and teaches the index nothing; the length still weighs the load.
-    if (kind === 'tokenize' || kind === 'detokenize' || (kind === 'embeddings' && !prefix.embeddings)) this.promptText = '';
+    // it. An empty text matches nothing and teaches the index nothing; an embedding's length still weighs
+    // the load, while tokenizing runs no model at all: no prefill work, no tokens charged to the tenant.
+    if (kind === 'tokenize' || kind === 'detokenize') {
+      this.promptText = '';
+      this.promptTokens = 0;
+    } else if (kind === 'embeddings' && !prefix.embeddings) this.promptText = '';
     this.timer = setTimeout(() => {
       try {
         this.onRequestTimeout();

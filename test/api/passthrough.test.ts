@@ -1,6 +1,7 @@
 // What the gateway sends for each routed API and what it passes back, seen from a scriptable model server:
 // each kind goes to its own path with the client's bytes; a server without the Responses API answers its
-// own 404, which the openai SDK receives as is; a server's own CORS headers never reach the client.
+// own 404, which the openai SDK receives as is; a server's own CORS headers never reach the client;
+// tokenizing charges no tokens to the tenant (no model runs), embedding does.
 import t from 'tap';
 import OpenAI from 'openai';
 import { request } from 'undici';
@@ -17,7 +18,8 @@ const up = await startUpstream((req, res) => {
   res.writeHead(200, { 'content-type': 'application/json', 'access-control-allow-origin': '*', 'access-control-allow-credentials': 'true' });
   res.end(JSON.stringify({ path: req.url }));
 });
-const gw = await startGateway(gatewayConfig([up.endpoint]));
+const LIMIT = 1_000_000;
+const gw = await startGateway(gatewayConfig([up.endpoint], { over: { tenants: { default: { tokens_per_minute: LIMIT } } } }));
 t.teardown(async () => {
   await gw.stop();
   await up.close();
@@ -52,4 +54,19 @@ t.test('a server without the Responses API: its 404 is passed on, the SDK raises
   const raw = await request(`${gw.url}/v1/responses`, { method: 'POST', body: '{"model":"test-model","input":"hi"}' });
   t.equal(raw.statusCode, 404);
   t.same(await raw.body.json(), { detail: 'Not Found' }, 'the body as the server gave it');
+});
+
+t.test('tokens_per_minute: tokenizing charges nothing, embedding charges its input', async (t) => {
+  const text = 'word '.repeat(2000);
+  const remaining = async (path: string, body: unknown) => {
+    const r = await request(`${gw.url}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    await r.body.dump();
+    t.equal(r.statusCode, 200, path);
+    return Number(r.headers['x-ratelimit-remaining-tokens']);
+  };
+  const afterTokenize = await remaining('/tokenize', { model: 'test-model', prompt: text });
+  const afterDetokenize = await remaining('/detokenize', { model: 'test-model', tokens: new Array(2000).fill(7) });
+  t.ok(afterTokenize >= LIMIT - 10 && afterDetokenize >= LIMIT - 10, `nothing charged (${afterTokenize}, ${afterDetokenize} of ${LIMIT} left)`);
+  const afterEmbed = await remaining('/v1/embeddings', { model: 'test-model', input: text });
+  t.ok(afterEmbed < afterDetokenize - 2000, `the embedding's ~2500 tokens charged (${afterEmbed} left)`);
 });
