@@ -35,7 +35,8 @@ function poolOptionsOf(pc: PoolConfig): PoolOptions {
     discovery: pc.discovery !== undefined,
     policy: pc.policy,
     scoring: { ...pc.scoring },
-    prefix: { ...pc.prefix },
+    // (prefix.embeddings is the gateway's: which requests are matched at all, not how)
+    prefix: { block_chars: pc.prefix.block_chars, max_blocks: pc.prefix.max_blocks, capacity_blocks_per_endpoint: pc.prefix.capacity_blocks_per_endpoint },
     saturation: { ...pc.saturation },
     metrics: { stale_after: pc.metrics.stale_after },
     max_ejection_percent: pc.max_ejection_percent,

@@ -334,6 +334,10 @@ const pool = z.strictObject({
       block_chars: z.number().int().min(8).max(65536).default(64).describe('Prompt characters per prefix block hashed for affinity (characters).'),
       max_blocks: z.number().int().min(1).max(65536).default(2048).describe('The most blocks of a prompt the prefix index looks at (a count of blocks).'),
       capacity_blocks_per_endpoint: z.number().int().min(1).default(31250).describe("Blocks the index remembers per endpoint, an estimate of its KV cache's size (a count of blocks)."),
+      embeddings: z
+        .boolean()
+        .default(false)
+        .describe('Whether /v1/embeddings requests are routed on prefix affinity too (off: only on load, since an embedding pass reuses little cache).'),
     })
     .prefault({})
     .describe('The prefix-affinity index of the scored policy.'),
@@ -387,6 +391,29 @@ const pool = z.strictObject({
     .describe('When every endpoint of the pool is saturated, new requests are answered 429 with Retry-After.'),
 });
 
+/** An origin as a browser sends it: scheme://host[:port], nothing after. */
+const origin = z
+  .string()
+  .regex(/^https?:\/\/[^/\s?#]+$/, 'an origin is scheme://host[:port], e.g. https://app.example.com (no path, no trailing slash)');
+
+/** A header name (an HTTP token). */
+const headerName = z.string().regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, 'not a header name');
+
+/** Cross-origin requests from browsers (src/gateway/cors.ts); absent: no CORS headers at all. */
+const cors = z
+  .strictObject({
+    origins: z
+      .union([z.literal('*'), z.array(origin).min(1)])
+      .describe('The browser origins allowed to call the client port (e.g. ["https://app.example.com"]), or "*" for any.'),
+    allow_headers: z
+      .array(headerName)
+      .optional()
+      .describe('The request headers a preflight allows; when absent, the headers the browser asks for are allowed.'),
+    max_age: duration('10m').describe('How long a browser may cache a preflight answer (Access-Control-Max-Age), a duration such as "10m".'),
+  })
+  .optional()
+  .describe('Cross-origin (CORS) access from browsers: off when absent.');
+
 const logging = z
   .strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('The least severe level logged (silent: nothing).'),
@@ -403,6 +430,7 @@ export const configSchema = z
     debug_headers: z.boolean().default(false).describe('Answers carry x-infergate-endpoint, naming the endpoint that served them.'),
     /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
     trusted_proxies: z.array(cidr).default([]).describe("Peers whose X-Forwarded-For and X-Forwarded-Proto are kept and appended to; others' are replaced."),
+    cors,
     admin: admin.prefault({}).describe('The admin listener: status page, /metrics, /healthz, /readyz and /debug/*.'),
     auth: auth.describe('Client authentication (required).'),
     limits,

@@ -61,5 +61,7 @@ export function adminRoutes(front: Front, gw: AdminView): void {
       },
     );
   });
-  front.fallback((method, url) => errorAnswer(errors.routeNotFound(method, url)));
+  front.fallback((method, url, allow) =>
+    errorAnswer(allow !== undefined ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
+  );
 }

@@ -79,6 +79,8 @@ export interface Answer {
   retryAfterS?: number;
   /** a 401's challenge */
   wwwAuthenticate?: string;
+  /** further header lines (Allow, CORS) */
+  headers?: ReadonlyArray<readonly [string, string]>;
   /** left out in answer to HEAD */
   body?: string;
 }

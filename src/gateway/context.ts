@@ -9,6 +9,7 @@ import type { ClientSide } from './client.js';
 import type { Admission } from './admission.js';
 import type { Quota } from '../quota/index.js';
 import type { RetryBudgets } from './retry.js';
+import type { Cors } from './cors.js';
 
 export interface GatewayContext {
   config: Config;
@@ -26,6 +27,8 @@ export interface GatewayContext {
   poolKeys: ReadonlyMap<string, string>;
   /** whether a peer address is in trusted_proxies (its X-Forwarded-* are believed) */
   isTrustedProxy(peer: string): boolean;
+  /** cross-origin access (the `cors` section), undefined when off */
+  readonly cors: Cors | undefined;
   /** the client listener's scheme, for X-Forwarded-Proto */
   scheme: 'http' | 'https';
   draining: boolean;

@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import { renderPromptHead } from '../openai/prompt.js';
+import { promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
@@ -32,6 +32,12 @@ import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
 import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
+
+/**
+ * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
+ * field): a whole JSON answer's usage is still read.
+ */
+const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize']);
 
 /** body: reading it; admission: body checked, waiting for the token's verification or a check */
 type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
@@ -65,6 +71,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private upstreamBody: Buffer = EMPTY;
   /** the client asked for `"stream": true` */
   private streamRequested = false;
+  /** the CORS headers its answer carries (cors.ts; none without a `cors` section) */
+  private readonly corsHeaders: ReadonlyArray<readonly [string, string]>;
 
   // tries
   attempts = 0;
@@ -113,6 +121,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.stickyValue = facts.stickyValue;
     this.fwdHeaders = facts.forwarded;
     this.clientAuthorization = facts.authorization;
+    this.corsHeaders = ctx.cors?.actual(facts.origin) ?? [];
     ctx.inFlight++;
     const refusal = headRefusal(facts, ctx.config.limits, ctx.draining);
     if (refusal?.cut) this.cut(refusal.error);
@@ -185,9 +194,13 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     if (quota.limitsFor(tenant).tokensPerMinute !== undefined && this.parsedBody) {
       // the answer's real usage corrects the estimate: a stream is asked for its usage chunk (and the
       // chunk is kept from a client that did not ask for it); a JSON answer carries usage anyway
-      const u = withIncludeUsage(this.upstreamBody, this.parsedBody);
-      this.upstreamBody = u.bytes;
-      this.usageMode = u.mode === 'none' && !this.streamRequested ? 'client' : u.mode;
+      if (USAGE_FROM_JSON_ONLY.has(this.kind)) {
+        if (!this.streamRequested) this.usageMode = 'client'; // (a Responses stream's usage is not read)
+      } else {
+        const u = withIncludeUsage(this.upstreamBody, this.parsedBody);
+        this.upstreamBody = u.bytes;
+        this.usageMode = u.mode === 'none' && !this.streamRequested ? 'client' : u.mode;
+      }
     }
     this.parsedBody = undefined;
     quota.admit(tenant, this.promptTokens).then(this.onQuota, (err: unknown) => this.onInternalError(err));
@@ -257,8 +270,17 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
     this.parsedBody = body;
-    ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(body, this.poolCfg.prefix.max_blocks * this.poolCfg.prefix.block_chars));
+    const prefix = this.poolCfg.prefix;
+    const kind = this.kind;
+    ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
     this.promptTokens = tokensOfChars(this.promptChars);
+    // No prefix affinity where no KV cache is reused: tokenizing, and embeddings unless the pool asks for
+    // it. An empty text matches nothing and teaches the index nothing; an embedding's length still weighs
+    // the load, while tokenizing runs no model at all: no prefill work, no tokens charged to the tenant.
+    if (kind === 'tokenize' || kind === 'detokenize') {
+      this.promptText = '';
+      this.promptTokens = 0;
+    } else if (kind === 'embeddings' && !prefix.embeddings) this.promptText = '';
     this.timer = setTimeout(() => {
       try {
         this.onRequestTimeout();
@@ -489,6 +511,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   writeOwnHeaders(): void {
     this.client.writeHeader('x-request-id', this.requestId);
     for (const [k, v] of this.quotaHeaders) this.client.writeHeader(k, v);
+    for (const [k, v] of this.corsHeaders) this.client.writeHeader(k, v);
     if (this.ctx.config.debug_headers && this.endpoint) this.client.writeHeader('x-infergate-endpoint', this.endpoint);
   }
 
@@ -582,6 +605,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       client.writeHeader('x-request-id', this.requestId);
       if (e.retryAfterS !== undefined) client.writeHeader('retry-after', String(e.retryAfterS));
       for (const [k, v] of this.quotaHeaders) client.writeHeader(k, v);
+      for (const [k, v] of this.corsHeaders) client.writeHeader(k, v);
       if (e.wwwAuthenticate !== undefined) client.writeHeader('www-authenticate', e.wwwAuthenticate);
       if (this.ctx.config.debug_headers && endpoint && e.status >= 500) client.writeHeader('x-infergate-endpoint', endpoint);
       client.end(body, closeConnection || this.ctx.draining); // nothing was written before: see Relay.end

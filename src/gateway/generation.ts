@@ -78,6 +78,9 @@ export class GenerationContext implements GatewayContext {
   get retryBudgets() {
     return this.live.retryBudgets;
   }
+  get cors() {
+    return this.live.cors;
+  }
   get draining() {
     return this.live.draining;
   }

@@ -31,6 +31,9 @@ export function relayedHeaders(headers: Record<string, string | string[] | undef
   for (const key in headers) {
     const v = headers[key];
     if (v === undefined || DROP_RESPONSE_HEADERS.has(key) || (!debug && DEBUG_RESPONSE_HEADERS.has(key))) continue;
+    // CORS is the gateway's to answer (the `cors` section): a model server's own (vLLM allows any origin by
+    // default) would open the gateway to every page
+    if (key.startsWith('access-control-')) continue;
     if (Array.isArray(v)) for (const one of v) list.push([key, asSent(one)]);
     else list.push([key, asSent(v)]);
   }

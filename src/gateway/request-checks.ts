@@ -31,6 +31,8 @@ export interface RequestFacts {
   requestId: string;
   /** the client's Authorization header (several joined with ", "), never forwarded as is */
   authorization: string | undefined;
+  /** the Origin header ('' when none): CORS */
+  origin: string;
   /** the value of a `models[].sticky.header`, if the client sent one */
   stickyValue: string | undefined;
   /** the headers for the model server (x-request-id included) */
@@ -54,6 +56,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   let requestId = '';
   let stickyValue: string | undefined;
   let authorization: string | undefined;
+  let origin = '';
   let headerBytes = req.method.length + req.url.length + req.query.length + 12;
   let connection = '';
   let encoding = '';
@@ -68,6 +71,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
     if (badHeader === undefined && (BAD_VALUE.test(value) || !TOKEN.test(key))) badHeader = key;
     if (key === 'connection') connection = value;
     else if (key === 'x-request-id') requestId = value;
+    else if (key === 'origin') origin = value;
     else if (key === 'authorization') authorization = authorization === undefined ? value : `${authorization}, ${value}`;
     else if (key === 'content-encoding') encoding = encoding === '' ? value : `${encoding}, ${value}`;
     else if (key === 'content-length') {
@@ -88,6 +92,7 @@ export function readRequest(req: ClientRequest, stickyHeaders: ReadonlySet<strin
   return {
     requestId,
     authorization,
+    origin,
     stickyValue,
     forwarded,
     declaredLength: contentLength === undefined || contentLength === '' ? -1 : Number(contentLength),

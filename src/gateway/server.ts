@@ -12,7 +12,7 @@ import { Quota } from '../quota/index.js';
 import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
-import { errors } from '../openai/errors.js';
+import { errors, type ApiError } from '../openai/errors.js';
 import { adminRoutes } from './admin.js';
 import { DecisionRing } from './decisions.js';
 import { readiness, type Readiness } from './readiness.js';
@@ -30,6 +30,9 @@ import { readSecret } from '../config/secrets.js';
 import { generationOf, GenerationContext, type Generation } from './generation.js';
 import { Front } from './uws-front.js';
 import { TlsReloader } from './tls-reload.js';
+import { Cors } from './cors.js';
+import type { ApiKind } from '../openai/validate.js';
+import { API_PATHS } from '../openai/validate.js';
 import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
@@ -65,6 +68,8 @@ export class Gateway implements GatewayContext {
   private genCtx: GenerationContext;
   /** the HTTPS pools and their CA certificates (read at start and on each reload) */
   private poolTls = new Map<string, UpstreamTls>();
+  /** cross-origin access (the `cors` section; a change needs a restart: the front holds it) */
+  readonly cors: Cors | undefined;
   draining = false;
   inFlight = 0;
   readonly retryBudgets = new RetryBudgets();
@@ -108,6 +113,7 @@ export class Gateway implements GatewayContext {
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
     });
     this.scheme = config.listen.tls ? 'https' : 'http';
+    this.cors = config.cors ? new Cors(config.cors) : undefined;
   }
 
   /** The current generation's config (what new requests start on). */
@@ -162,6 +168,7 @@ export class Gateway implements GatewayContext {
       tls: listen.tls,
       onHandlerError,
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
+      cors: this.cors,
       connections: {
         max: bound.max,
         perClient: limits.max_connections_per_client ?? 0,
@@ -306,25 +313,40 @@ export class Gateway implements GatewayContext {
 
   private clientRoutes(front: Front): void {
     const maxBody = this.config.limits.max_body_bytes;
-    front.post('/v1/chat/completions', maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'chat'));
-    front.post('/v1/completions', maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'completions'));
-    // the models the caller's token allows (all of them with auth off); 401 without a valid token
-    const listModels = (auth: AuthResult): Answer => {
-      if (isApiError(auth)) {
-        if (auth.rejectReason) this.metrics.rejected.inc({ reason: auth.rejectReason, pool: '' });
-        return errorAnswer(auth);
-      }
-      const created = Math.floor(Date.now() / 1000);
-      const data = this.router.models().filter((id) => auth.models.allows(id)).map((id) => ({ id, object: 'model', created, owned_by: 'infergate' }));
-      return jsonAnswer('200 OK', JSON.stringify({ object: 'list', data }));
+    for (const kind of Object.keys(API_PATHS) as ApiKind[]) {
+      front.post(API_PATHS[kind], maxBody, (client, req) => new Exchange(this.genCtx, client, req, kind));
+    }
+    const created = Math.floor(this.startedAt / 1000);
+    const card = (id: string) => ({ id, object: 'model', created, owned_by: 'infergate' });
+    /** The token's verdict, or the answer refusing it (401, counted). */
+    const refusal = (auth: AuthResult): Answer | undefined => {
+      if (!isApiError(auth)) return undefined;
+      if (auth.rejectReason) this.metrics.rejected.inc({ reason: auth.rejectReason, pool: '' });
+      return errorAnswer(auth);
     };
-    front.get('/v1/models', (_head, _query, authorization) => {
+    const withAuth = (authorization: string | undefined, answer: (auth: Exclude<AuthResult, ApiError>) => Answer): Answer | Promise<Answer> => {
+      const then = (auth: AuthResult) => refusal(auth) ?? answer(auth as Exclude<AuthResult, ApiError>);
       const auth = this.admission.authenticate(authorization);
-      return auth instanceof Promise ? auth.then(listModels) : listModels(auth);
+      return auth instanceof Promise ? auth.then(then) : then(auth);
+    };
+    // the models the caller's token allows (all of them with auth off); 401 without a valid token
+    front.get('/v1/models', (_head, _query, authorization) =>
+      withAuth(authorization, (auth) => {
+        const data = this.router.models().filter((id) => auth.models.allows(id)).map(card);
+        return jsonAnswer('200 OK', JSON.stringify({ object: 'list', data }));
+      }),
+    );
+    // one model (an alias too) by its id, percent-encoded or not ("meta-llama%2FLlama-3-8B" or
+    // "meta-llama/Llama-3-8B"); a model the token does not allow is not found, as it is not listed
+    front.get('/v1/models/*', (_head, _query, authorization, url) => {
+      const id = modelIdOf(url);
+      if (id === undefined) return errorAnswer(errors.badModelId());
+      return withAuth(authorization, (auth) =>
+        auth.models.allows(id) && this.router.models().includes(id) ? jsonAnswer('200 OK', JSON.stringify(card(id))) : errorAnswer(errors.modelNotFound(id)),
+      );
     });
-    const known = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models']);
-    front.fallback((method, url) =>
-      errorAnswer(known.has(url) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
+    front.fallback((method, url, allow) =>
+      errorAnswer(allow !== undefined ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
     );
   }
 
@@ -442,6 +464,20 @@ function keepDiscovered(cfg: Config, running: Config, router: Router): Config {
 }
 
 const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+
+const MODELS_PREFIX = '/v1/models/'.length;
+
+/** The model id of a `/v1/models/{id}` path, percent-decoded; undefined when the encoding is broken. */
+export function modelIdOf(url: string): string | undefined {
+  const raw = url.slice(MODELS_PREFIX);
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw); // throws on a bad escape or bytes that are not UTF-8
+  } catch {
+    return undefined;
+  }
+}
 
 /** The address as bound, in URL form (an IPv6 address in brackets): 0.0.0.0 says "every interface". */
 function hostForUrl(host: string): string {

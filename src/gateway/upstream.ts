@@ -4,7 +4,7 @@
  * failures are told apart (which statuses are retried, which errors are timeouts).
  */
 import type { Dispatcher } from 'undici';
-import type { ApiKind } from '../openai/validate.js';
+import { API_PATHS, type ApiKind } from '../openai/validate.js';
 import type { Upstreams } from './upstreams.js';
 
 type ResponseHeaders = Record<string, string | string[] | undefined>;
@@ -52,14 +52,7 @@ export function dispatchTry(
 ): void {
   // (no `origin`: a Pool sends to its own)
   upstreams.get(endpoint).dispatch(
-    {
-      path: kind === 'chat' ? '/v1/chat/completions' : '/v1/completions',
-      method: 'POST',
-      headers,
-      body,
-      headersTimeout: idleMs,
-      bodyTimeout: idleMs,
-    },
+    { path: API_PATHS[kind], method: 'POST', headers, body, headersTimeout: idleMs, bodyTimeout: idleMs },
     new Attempt(listener, attempt),
   );
 }

@@ -2,7 +2,9 @@
  * The gateway's front adapter: the one module that knows uWebSockets.js's request and response objects.
  * It makes an app (HTTP or TLS), registers routes, listens, and turns each request into what the rest of
  * the gateway talks to (client.ts): a POST's head as a ClientRequest and its whole body, a GET's answer
- * (HEAD answered by the same route, without the body), the fallback for every other request.
+ * (HEAD answered by the same route, without the body), the fallback for every other request (405 with
+ * `Allow` on a known path, OPTIONS and CORS preflights answered there), and the CORS headers of every answer
+ * it writes itself (cors.ts decides them).
  *
  * uWS rules kept here: `req` is read only inside the route handler (it is invalid after); onAborted is
  * attached before a handler that answers later returns; onData's ArrayBuffer is copied before the
@@ -33,7 +35,29 @@ export interface FrontOptions {
   onHandlerError(err: unknown): Answer;
   /** the bytes that request bodies being gathered may hold together (default: no bound) */
   maxBufferedBodyBytes?: number;
+  /** cross-origin access (cors.ts): the headers every answer carries for its Origin, and preflights */
+  cors?: CorsPolicy;
 }
+
+/** What the front asks of the CORS policy (cors.ts). */
+export interface CorsPolicy {
+  /** the CORS headers of an answer to a request with this Origin ('' when none) */
+  actual(origin: string): ReadonlyArray<readonly [string, string]>;
+  /** the answer to a preflight for a path that allows `methods`, asking for `requestHeaders` */
+  preflight(origin: string, methods: string, requestHeaders: string): Answer;
+}
+
+/** The fallback's view of a request no route took: its method, its path, and the path's methods if it is known. */
+export type FallbackAnswer = (method: string, url: string, allow: string | undefined) => Answer;
+
+/** A registered path and its methods (for 405 and OPTIONS); a path ending in `/*` matches what it starts. */
+interface RouteEntry {
+  path: string;
+  prefix: string | undefined;
+  methods: string[];
+}
+
+const NO_HEADERS_LIST: ReadonlyArray<readonly [string, string]> = [];
 
 /**
  * Requests in progress on a listener, in all and per client address. uWS 20.30 tells JavaScript nothing
@@ -94,6 +118,9 @@ export class Front {
   private readonly owners = new Map<ClientSide, string>();
   private readonly uploads = new Set<Upload>();
   private uploadSweep: NodeJS.Timeout | undefined;
+  private readonly cors: CorsPolicy | undefined;
+  /** every route's path and methods, in registration order */
+  private readonly routeTable: RouteEntry[] = [];
 
   constructor(opts: FrontOptions) {
     this.uws = loadUws(opts.maxHeaderBytes);
@@ -102,6 +129,7 @@ export class Front {
     this.maxHeaderBytes = opts.maxHeaderBytes;
     this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
     this.limits = opts.connections;
+    this.cors = opts.cors;
     this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
     this.shared = opts.tls !== undefined;
     this.app = opts.tls ? this.sslApp(opts.tls) : this.uws.App();
@@ -178,8 +206,10 @@ export class Front {
     const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
     const uploads = this.uploads;
+    this.addRoute(path, ['POST']);
     this.route((app) => app.post(path, (res, req) => {
-      if (this.limits !== undefined && !this.admit(res)) return;
+      const extra = this.corsOf(req);
+      if (this.limits !== undefined && !this.admit(res, false, extra)) return;
       const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
@@ -202,7 +232,7 @@ export class Front {
         this.release(res);
         try {
           const answer = onHandlerError(err);
-          res.cork(() => writeAnswer(res, answer, false));
+          res.cork(() => writeAnswer(res, answer, false, false, extra));
         } catch {
           // the response was already ended or aborted
         }
@@ -288,27 +318,71 @@ export class Front {
    * client has gone.
    */
   get(path: string, answer: GetAnswer): void {
+    this.addRoute(path, ['GET', 'HEAD']);
     const route = (head: boolean) => (res: HttpResponse, req: HttpRequest) => {
-      if (this.refusedBeforeRoute(res, req, head)) return;
-      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req)), head);
+      const extra = this.corsOf(req);
+      if (this.refusedBeforeRoute(res, req, head, extra)) return;
+      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req), req.getUrl()), head, extra);
     };
     this.route((app) => app.get(path, route(false)).head(path, route(true)));
   }
 
-  /** Every request no route took, HEAD answered without the body. */
-  fallback(answer: (method: string, url: string) => Answer): void {
+  /**
+   * Every request no route took, HEAD answered without the body. On a known path (one a route was
+   * registered for, with other methods) OPTIONS is answered here: a CORS preflight (an `Origin` and an
+   * `Access-Control-Request-Method`, with a CORS policy) as the policy says, any other OPTIONS 204 with
+   * `Allow` (RFC 9110 §9.3.7). Any other method goes to `answer`, told the path's methods, and its
+   * answer carries them as `Allow` (a 405).
+   */
+  fallback(answer: FallbackAnswer): void {
     this.route((app) => app.any('/*', (res, req) => {
       const method = req.getCaseSensitiveMethod();
-      if (this.refusedBeforeRoute(res, req, method === 'HEAD')) return;
+      const extra = this.corsOf(req);
+      if (this.refusedBeforeRoute(res, req, method === 'HEAD', extra)) return;
       const url = req.getUrl();
+      const methods = this.methodsOf(url);
+      const allow = methods === undefined ? undefined : `${methods}, OPTIONS`;
       let a: Answer;
       try {
-        a = answer(method, url);
+        if (method === 'OPTIONS' && allow !== undefined) {
+          const origin = this.cors === undefined ? '' : req.getHeader('origin');
+          const requested = origin === '' ? '' : req.getHeader('access-control-request-method');
+          if (requested !== '') {
+            writeAnswerCorked(res, this.cors!.preflight(origin, allow, req.getHeader('access-control-request-headers')), false, NO_HEADERS_LIST, allow);
+            return;
+          }
+          a = { status: '204 No Content' };
+        } else a = answer(method, url, allow);
       } catch (err) {
         a = this.onHandlerError(err);
       }
-      res.cork(() => writeAnswer(res, a, method === 'HEAD'));
+      writeAnswerCorked(res, a, method === 'HEAD', extra, allow);
     }));
+  }
+
+  /** Records a route's methods (for 405 and OPTIONS). */
+  private addRoute(path: string, methods: string[]): void {
+    const known = this.routeTable.find((r) => r.path === path);
+    if (known) {
+      for (const m of methods) if (!known.methods.includes(m)) known.methods.push(m);
+      return;
+    }
+    this.routeTable.push({ path, prefix: path.endsWith('/*') ? path.slice(0, -1) : undefined, methods: [...methods] });
+  }
+
+  /** The methods of the routes for `url` ("GET, HEAD"), or undefined when no route has that path. */
+  private methodsOf(url: string): string | undefined {
+    const methods: string[] = [];
+    for (const r of this.routeTable) {
+      if (r.prefix === undefined ? url !== r.path : !url.startsWith(r.prefix)) continue;
+      for (const m of r.methods) if (!methods.includes(m)) methods.push(m);
+    }
+    return methods.length > 0 ? methods.join(', ') : undefined;
+  }
+
+  /** The CORS headers of this request's answer (none without a CORS policy). Read while `req` is valid. */
+  private corsOf(req: HttpRequest): ReadonlyArray<readonly [string, string]> {
+    return this.cors === undefined ? NO_HEADERS_LIST : this.cors.actual(req.getHeader('origin'));
   }
 
   /** Requests in progress on this listener (counted when it has connection limits). */
@@ -332,7 +406,7 @@ export class Front {
    * Counts the request about to be handled on `res`, or answers it 503 with `Connection: close` when a
    * bound is reached (false). A refusal costs one small write; the closed connection frees its descriptor.
    */
-  private admit(res: HttpResponse, head = false): boolean {
+  private admit(res: HttpResponse, head = false, extra = NO_HEADERS_LIST): boolean {
     const limits = this.limits!;
     let who: string | undefined;
     let refused = this.open >= limits.max;
@@ -343,7 +417,7 @@ export class Front {
       refused = perClient;
     }
     if (refused) {
-      res.cork(() => writeAnswer(res, limits.refusal, head, true));
+      res.cork(() => writeAnswer(res, limits.refusal, head, true, extra));
       limits.onRefused(perClient);
       return false;
     }
@@ -357,13 +431,13 @@ export class Front {
    * A GET, HEAD or fallback request refused before its route: beyond the connection bounds (503), or with
    * a head over the header limit (uWS checks it only for a head that spans several reads). Answered here.
    */
-  private refusedBeforeRoute(res: HttpResponse, req: HttpRequest, head: boolean): boolean {
+  private refusedBeforeRoute(res: HttpResponse, req: HttpRequest, head: boolean, extra = NO_HEADERS_LIST): boolean {
     if (this.limits !== undefined) {
-      if (!this.admit(res, head)) return true;
+      if (!this.admit(res, head, extra)) return true;
       this.release(res); // answered at once (or, for a promised answer, soon): counted only as a check
     }
     if (headBytes(req) > this.maxHeaderBytes) {
-      res.cork(() => writeAnswer(res, this.headTooLarge, head));
+      res.cork(() => writeAnswer(res, this.headTooLarge, head, false, extra));
       return true;
     }
     // Framing two parsers could read differently: as on the POST routes, the connection is cut without an
@@ -454,17 +528,17 @@ export class Front {
   }
 
   /** A route's answer; a route that throws gets onHandlerError's answer instead (the process goes on). */
-  private answerOf(answer: GetAnswer, head: boolean, query: string, authorization: string | undefined): Answer | Promise<Answer> {
+  private answerOf(answer: GetAnswer, head: boolean, query: string, authorization: string | undefined, url: string): Answer | Promise<Answer> {
     try {
-      return answer(head, query, authorization);
+      return answer(head, query, authorization, url);
     } catch (err) {
       return this.onHandlerError(err);
     }
   }
 
-  private respond(res: HttpResponse, answer: Answer | Promise<Answer>, head: boolean): void {
+  private respond(res: HttpResponse, answer: Answer | Promise<Answer>, head: boolean, extra: ReadonlyArray<readonly [string, string]>): void {
     if (!(answer instanceof Promise)) {
-      res.cork(() => writeAnswer(res, answer, head));
+      res.cork(() => writeAnswer(res, answer, head, false, extra));
       return;
     }
     let aborted = false;
@@ -473,18 +547,21 @@ export class Front {
     });
     answer.then(
       (a) => {
-        if (!aborted) res.cork(() => writeAnswer(res, a, head));
+        if (!aborted) res.cork(() => writeAnswer(res, a, head, false, extra));
       },
       (err: unknown) => {
         const a = this.onHandlerError(err);
-        if (!aborted) res.cork(() => writeAnswer(res, a, head));
+        if (!aborted) res.cork(() => writeAnswer(res, a, head, false, extra));
       },
     );
   }
 }
 
-/** A GET route's answer: told whether the request is a HEAD, its query string and its Authorization header. */
-export type GetAnswer = (head: boolean, query: string, authorization: string | undefined) => Answer | Promise<Answer>;
+/**
+ * A GET route's answer: told whether the request is a HEAD, its query string, its Authorization header
+ * and its path (as sent: not percent-decoded).
+ */
+export type GetAnswer = (head: boolean, query: string, authorization: string | undefined, url: string) => Answer | Promise<Answer>;
 
 function authorizationOf(req: HttpRequest): string | undefined {
   const v = req.getHeader('authorization');
@@ -541,11 +618,20 @@ function requestHead(req: HttpRequest, res: HttpResponse): ClientRequest {
 /** Whether the uWS build in use can give a HEAD answer the GET's Content-Length (20.57 can, 20.30 cannot). */
 let headLength = false;
 
-function writeAnswer(res: HttpResponse, a: Answer, head: boolean, closeConnection = false): void {
+/** A fallback's answer, with `Allow` when the path is known. */
+function writeAnswerCorked(res: HttpResponse, a: Answer, head: boolean, extra: ReadonlyArray<readonly [string, string]>, allow: string | undefined): void {
+  const lines = allow === undefined ? extra : [['allow', allow] as const, ...extra];
+  // a 204 has no body, nor a Content-Length (RFC 9110 §8.6)
+  res.cork(() => writeAnswer(res, a, head || a.status.startsWith('204'), false, lines));
+}
+
+function writeAnswer(res: HttpResponse, a: Answer, head: boolean, closeConnection = false, extra = NO_HEADERS_LIST): void {
   res.writeStatus(a.status);
   if (a.contentType !== undefined) res.writeHeader('content-type', a.contentType);
   if (a.retryAfterS !== undefined) res.writeHeader('retry-after', String(a.retryAfterS));
   if (a.wwwAuthenticate !== undefined) res.writeHeader('www-authenticate', a.wwwAuthenticate);
+  if (a.headers !== undefined) for (const [k, v] of a.headers) res.writeHeader(k, v);
+  for (const [k, v] of extra) res.writeHeader(k, v);
   // HEAD: uWS would send a body if given one (and the next answer on the connection would be misread)
   if (head) {
     // (on 20.30 endWithoutBody with any argument never ends the response, so a HEAD answer there has no length)

@@ -56,9 +56,20 @@ export function vllmProblem(p: BodyProblem, body: Record<string, unknown>): Refu
     case 'not_boolean':
       return { status: 400, message: 'stream: Input should be a valid boolean', param: 'stream' };
     case 'missing':
+      if (p.param === 'input') return { status: 400, message: 'input: Field required', param: 'input' };
       return p.param === 'messages'
         ? { status: 400, message: 'messages: Field required (a non-empty list)', param: 'messages' }
         : { status: 400, message: 'prompt: Field required (a string or a list)', param: 'prompt' };
+    case 'bad_input':
+      return { status: 400, message: 'input: Input should be a non-empty string, a list of strings, a list of token ids or a list of lists of token ids', param: 'input' };
+    case 'too_many':
+      return { status: 400, message: 'input: List should have at most 2048 items', param: 'input' };
+    case 'bad_encoding':
+      return { status: 400, message: "encoding_format: Input should be 'float' or 'base64'", param: 'encoding_format' };
+    case 'prompt_and_messages':
+      return { status: 400, message: 'Either prompt or messages must be given, not both', param: 'prompt' };
+    case 'bad_tokens':
+      return { status: 400, message: 'tokens: Input should be a list of token ids', param: 'tokens' };
     case 'bad_message':
       return { status: 400, message: 'messages: Input should be a list of objects with a string role', param: 'messages' };
     case 'not_integer': {

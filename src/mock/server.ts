@@ -10,7 +10,8 @@ import type uWS from 'uWebSockets.js';
 import { loadUws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { Engine, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
-import { admit } from './admission.js';
+import { admit, type ServedModel } from './admission.js';
+import { detokenizeAnswer, embeddingsAnswer, responsesAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
 import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
@@ -165,6 +166,10 @@ export class MockServer {
     const app = this.app;
     app.post('/v1/chat/completions', (res) => this.completion(res, true));
     app.post('/v1/completions', (res) => this.completion(res, false));
+    app.post('/v1/embeddings', (res) => this.answerWhole(res, (text) => embeddingsAnswer(text, this.served(), this.newId())));
+    app.post('/v1/responses', (res) => this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId())));
+    app.post('/tokenize', (res) => this.answerWhole(res, (text) => tokenizeAnswer(text, this.served())));
+    app.post('/detokenize', (res) => this.answerWhole(res, (text) => detokenizeAnswer(text, this.served())));
     app.get('/v1/models', (res) => this.send(res, 200, modelsBody(this.model, this.loras, this.engine.profile.maxModelLen, Math.floor(Date.now() / 1000))));
     app.get('/health', (res) => this.send(res, 200, '', 'text/plain'));
     app.get('/metrics', (res) => this.scrape(res));
@@ -240,6 +245,49 @@ export class MockServer {
     this.send(res, 200, this.metricsText(), METRICS_CONTENT_TYPE);
   }
 
+  // ---------------------------------------------------------------- embeddings, tokenize, responses
+
+  /** What admission knows of this server. */
+  private served(): ServedModel {
+    const profile = this.engine.profile;
+    return {
+      model: this.model,
+      loras: this.loras,
+      seed: this.seed,
+      maxModelLen: profile.maxModelLen,
+      kvCapacityTokens: profile.numGpuBlocks * profile.blockSize,
+    };
+  }
+
+  private newId(): string {
+    return `${this.port.toString(16)}${(this.nextId++).toString(16).padStart(12, '0')}`;
+  }
+
+  /** A request answered whole as soon as its body is in (apis.ts); the injected faults apply as to completions. */
+  private answerWhole(res: Res, answer: (text: string) => ApiAnswer): void {
+    const state = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    const fault = this.faults.pick();
+    if (fault === 'refuse' || fault === 'cut') {
+      state.aborted = true;
+      res.close();
+      return;
+    }
+    this.readBody(res, state, (text) => {
+      if (fault === '500') return this.sendError(res, 500, 'mock: injected failure');
+      let a: ApiAnswer;
+      try {
+        a = answer(text);
+      } catch (err) {
+        return this.sendError(res, 500, `mock: ${(err as Error).message}`);
+      }
+      if (a.status === 200) this.send(res, 200, a.body, a.contentType);
+      else this.sendError(res, a.status, a.refusal.message, a.refusal.param);
+    });
+  }
+
   // ---------------------------------------------------------------- completions
 
   private completion(res: Res, chat: boolean): void {
@@ -268,14 +316,7 @@ export class MockServer {
 
   /** Admit a request and give it to the engine; null when an error was sent. */
   private start(res: Res, text: string, chat: boolean, cut: boolean): Reply | null {
-    const profile = this.engine.profile;
-    const admission = admit(text, chat ? 'chat' : 'completions', {
-      model: this.model,
-      loras: this.loras,
-      seed: this.seed,
-      maxModelLen: profile.maxModelLen,
-      kvCapacityTokens: profile.numGpuBlocks * profile.blockSize,
-    });
+    const admission = admit(text, chat ? 'chat' : 'completions', this.served());
     if (!admission.ok) {
       const { status, message, param } = admission.refusal;
       this.sendError(res, status, message, param);

@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   missing_token: { status: 401, type: 'invalid_request_error' },
   invalid_token: { status: 401, type: 'invalid_request_error' },
   model_not_allowed: { status: 403, type: 'invalid_request_error' },
+  origin_not_allowed: { status: 403, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
@@ -96,6 +97,11 @@ export const errors = {
     }),
   modelNotAllowed: (model: string) =>
     make('model_not_allowed', `The token does not allow the model "${truncate(model, 200)}".`, { param: 'model', rejectReason: 'forbidden' }),
+  /** A CORS preflight from an origin not in `cors.origins`. */
+  originNotAllowed: (origin: string) =>
+    make('origin_not_allowed', `Requests from the origin "${truncate(origin, 200)}" are not allowed here (cors.origins).`, { rejectReason: 'forbidden' }),
+  /** A path's model id (GET /v1/models/{id}) that is not valid percent-encoding. */
+  badModelId: () => make('invalid_field', 'The model id in the path is not valid percent-encoded UTF-8.', { param: 'model', rejectReason: 'invalid' }),
   modelNotFound: (model: string) =>
     make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
   routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),

@@ -11,6 +11,33 @@
  * the mock server's tokenizer and the benchmarks.
  */
 import { jsonLength, stringifyJson } from './json.js';
+import type { ApiKind } from './validate.js';
+
+/**
+ * The body as renderPrompt reads it, for each routed API: chat and completions as they are; tokenize's
+ * `prompt` or `messages` as they are; embeddings' `input` as a completion prompt; a Responses request's
+ * `instructions` and `input` as chat messages (a string input as one user message); detokenize's
+ * `tokens` as a prompt of token ids (its length only sizes the request).
+ */
+export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Record<string, unknown> {
+  switch (kind) {
+    case 'chat':
+    case 'completions':
+    case 'tokenize':
+      return body;
+    case 'embeddings':
+      return { prompt: body.input };
+    case 'detokenize':
+      return { prompt: body.tokens };
+    case 'responses': {
+      const messages: unknown[] = [];
+      if (typeof body.instructions === 'string') messages.push({ role: 'system', content: body.instructions });
+      if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
+      else if (Array.isArray(body.input)) for (const item of body.input as unknown[]) messages.push(item); // (no spread: a huge list)
+      return { messages };
+    }
+  }
+}
 
 export function renderPrompt(body: Record<string, unknown>): string {
   const messages = body.messages;

@@ -4,49 +4,142 @@
  * vLLM does) and may add checks of its own; what counts as well-formed is decided here. Pure.
  */
 
-/** The two generation APIs: `/v1/chat/completions` and `/v1/completions`. */
-export type ApiKind = 'chat' | 'completions';
+/**
+ * The APIs the gateway routes by model: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
+ * `/v1/responses`, and vLLM's `/tokenize` and `/detokenize`.
+ */
+export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize';
+
+/** The path each kind is served at (by the gateway and by the model server alike). */
+export const API_PATHS: Readonly<Record<ApiKind, string>> = {
+  chat: '/v1/chat/completions',
+  completions: '/v1/completions',
+  embeddings: '/v1/embeddings',
+  responses: '/v1/responses',
+  tokenize: '/tokenize',
+  detokenize: '/detokenize',
+};
 
 /** The integer fields checked, with the least value each may take. */
 const INTEGER_FIELDS = [
   ['max_tokens', 0],
   ['max_completion_tokens', 0],
+  ['max_output_tokens', 1],
+  ['dimensions', 1],
   ['n', 1],
 ] as const;
 
 export type IntegerField = (typeof INTEGER_FIELDS)[number][0];
 
+/** The most inputs one embeddings request may carry (OpenAI's limit). */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+/** The largest token id a body may carry (a 32-bit unsigned integer, as every tokenizer's ids fit). */
+const MAX_TOKEN_ID = 0xffffffff;
+
 export type BodyProblem =
   | { param: 'stream'; issue: 'not_boolean' }
   | { param: 'messages'; issue: 'missing' | 'bad_message' }
   | { param: 'prompt'; issue: 'missing' }
+  | { param: 'input'; issue: 'missing' | 'bad_input' | 'too_many' }
+  | { param: 'encoding_format'; issue: 'bad_encoding' }
+  | { param: 'prompt'; issue: 'prompt_and_messages' }
+  | { param: 'tokens'; issue: 'bad_tokens' }
   | { param: IntegerField; issue: 'not_integer'; min: number };
+
+function isTokenId(v: unknown): boolean {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_TOKEN_ID;
+}
+
+/** A non-empty list of token ids. */
+function isTokenList(v: unknown): boolean {
+  if (!Array.isArray(v) || v.length === 0) return false;
+  for (const x of v) if (!isTokenId(x)) return false;
+  return true;
+}
+
+/**
+ * An embeddings `input`, as OpenAI takes it: a non-empty string, a list of non-empty strings, a list of
+ * token ids, or a list of lists of token ids (no more than MAX_EMBEDDING_INPUTS in a list).
+ */
+function embeddingInputProblem(input: unknown): BodyProblem | null {
+  if (input === undefined || input === null) return { param: 'input', issue: 'missing' };
+  if (typeof input === 'string') return input.length > 0 ? null : { param: 'input', issue: 'bad_input' };
+  if (!Array.isArray(input) || input.length === 0) return { param: 'input', issue: 'bad_input' };
+  if (input.length > MAX_EMBEDDING_INPUTS) return { param: 'input', issue: 'too_many' };
+  const first = input[0];
+  if (typeof first === 'string') {
+    for (const s of input) if (typeof s !== 'string' || s.length === 0) return { param: 'input', issue: 'bad_input' };
+  } else if (typeof first === 'number') {
+    if (!isTokenList(input)) return { param: 'input', issue: 'bad_input' };
+  } else {
+    for (const l of input) if (!isTokenList(l)) return { param: 'input', issue: 'bad_input' };
+  }
+  return null;
+}
+
+/** A list of chat messages: non-empty, each an object with a string `role`. */
+function messagesProblem(messages: unknown): BodyProblem | null {
+  if (!Array.isArray(messages) || messages.length === 0) return { param: 'messages', issue: 'missing' };
+  for (const m of messages) {
+    if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
+      return { param: 'messages', issue: 'bad_message' };
+    }
+  }
+  return null;
+}
 
 /**
  * The first structural problem of a parsed body (an object), or null. Checked in this order: `stream` is
- * a boolean (or null); chat: `messages` is a non-empty list of objects with a string `role`; completions:
- * `prompt` is a string or a non-empty list; `max_tokens`, `max_completion_tokens` ≥ 0 and `n` ≥ 1 are
- * integers when present (null counts as absent).
+ * a boolean (or null); then per kind:
+ * - chat: `messages` is a non-empty list of objects with a string `role`;
+ * - completions: `prompt` is a string or a non-empty list;
+ * - embeddings: `input` (see embeddingInputProblem), `encoding_format` "float" or "base64" when present;
+ * - responses: `input` is a string or a non-empty list;
+ * - tokenize: `prompt` (a string) or `messages` (as chat's), not both;
+ * - detokenize: `tokens` is a non-empty list of token ids;
+ * then `max_tokens`, `max_completion_tokens` ≥ 0, `max_output_tokens`, `dimensions` and `n` ≥ 1 are integers
+ * when present (null counts as absent).
  */
 export function bodyProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem | null {
   if ('stream' in body && body.stream !== null && typeof body.stream !== 'boolean') return { param: 'stream', issue: 'not_boolean' };
-  if (kind === 'chat') {
-    const messages = body.messages;
-    if (!Array.isArray(messages) || messages.length === 0) return { param: 'messages', issue: 'missing' };
-    for (const m of messages) {
-      if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
-        return { param: 'messages', issue: 'bad_message' };
-      }
-    }
-  } else {
-    const p = body.prompt;
-    if (typeof p !== 'string' && !(Array.isArray(p) && p.length > 0)) return { param: 'prompt', issue: 'missing' };
-  }
+  const p = kindProblem(kind, body);
+  if (p) return p;
   for (const [param, min] of INTEGER_FIELDS) {
     const v = body[param];
     if (v !== undefined && v !== null && !(Number.isInteger(v) && (v as number) >= min)) return { param, issue: 'not_integer', min };
   }
   return null;
+}
+
+function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem | null {
+  switch (kind) {
+    case 'chat':
+      return messagesProblem(body.messages);
+    case 'completions': {
+      const p = body.prompt;
+      return typeof p === 'string' || (Array.isArray(p) && p.length > 0) ? null : { param: 'prompt', issue: 'missing' };
+    }
+    case 'embeddings': {
+      const p = embeddingInputProblem(body.input);
+      if (p) return p;
+      const f = body.encoding_format;
+      return f === undefined || f === null || f === 'float' || f === 'base64' ? null : { param: 'encoding_format', issue: 'bad_encoding' };
+    }
+    case 'responses': {
+      const i = body.input;
+      return typeof i === 'string' || (Array.isArray(i) && i.length > 0) ? null : { param: 'input', issue: 'missing' };
+    }
+    case 'tokenize': {
+      const hasPrompt = body.prompt !== undefined && body.prompt !== null;
+      const hasMessages = body.messages !== undefined && body.messages !== null;
+      if (hasPrompt && hasMessages) return { param: 'prompt', issue: 'prompt_and_messages' };
+      if (hasMessages) return messagesProblem(body.messages);
+      return typeof body.prompt === 'string' ? null : { param: 'prompt', issue: 'missing' };
+    }
+    case 'detokenize':
+      return isTokenList(body.tokens) ? null : { param: 'tokens', issue: 'bad_tokens' };
+  }
 }
 
 /** A problem in the words of OpenAI's API (the gateway's answers). */
@@ -57,10 +150,20 @@ export function problemMessage(p: BodyProblem): string {
     case 'bad_message':
       return 'Each message must be an object with a string "role".';
     case 'missing':
-      return p.param === 'messages'
-        ? 'The "messages" field is required and must be a non-empty array.'
-        : 'The "prompt" field is required and must be a string or a non-empty array.';
+      if (p.param === 'messages') return 'The "messages" field is required and must be a non-empty array.';
+      if (p.param === 'input') return 'The "input" field is required.';
+      return 'The "prompt" field is required and must be a string or a non-empty array.';
+    case 'bad_input':
+      return 'The "input" field must be a non-empty string, an array of non-empty strings, an array of token ids or an array of arrays of token ids.';
+    case 'too_many':
+      return `The "input" field may hold at most ${MAX_EMBEDDING_INPUTS} items.`;
+    case 'bad_encoding':
+      return 'The "encoding_format" field must be "float" or "base64".';
+    case 'prompt_and_messages':
+      return 'Give either "prompt" or "messages", not both.';
+    case 'bad_tokens':
+      return 'The "tokens" field is required and must be a non-empty array of token ids (non-negative integers).';
     case 'not_integer':
-      return `The "${p.param}" field must be a non-negative integer.`;
+      return p.min > 0 ? `The "${p.param}" field must be a positive integer.` : `The "${p.param}" field must be a non-negative integer.`;
   }
 }

@@ -34,7 +34,8 @@ export function poolSettingsFromFile(path: string): PoolSettings {
   const first = Object.keys(cfg.pools)[0];
   if (first === undefined) throw new Error(`${path}: no pools`);
   const p = cfg.pools[first];
-  const out: PoolSettings = { scoring: { ...p.scoring }, prefix: { ...p.prefix }, saturation: { ...p.saturation }, metrics: { ...p.metrics } };
+  const { embeddings: _gatewayOnly, ...prefix } = p.prefix; // which requests the gateway matches: not the picker's
+  const out: PoolSettings = { scoring: { ...p.scoring }, prefix, saturation: { ...p.saturation }, metrics: { ...p.metrics } };
   if (p.max_num_seqs !== undefined) out.max_num_seqs = p.max_num_seqs;
   return out;
 }

@@ -57,11 +57,12 @@ t.test('404: unknown model and unknown path', async (t) => {
   t.equal(r.status, 404);
   isOpenAIError(t, r.json, 'model_not_found');
   t.equal(r.json.error.param, 'model');
-  const p = await request(`${gw.url}/v1/embeddings`, { method: 'POST', body: '{}' });
+  const p = await request(`${gw.url}/v1/audio/speech`, { method: 'POST', body: '{}' });
   t.equal(p.statusCode, 404);
   isOpenAIError(t, (await p.body.json()) as ErrBody, 'not_found');
   const g = await request(`${gw.url}/v1/chat/completions`);
   t.equal(g.statusCode, 405, 'GET on a POST route');
+  t.equal(g.headers.allow, 'POST, OPTIONS', 'the 405 says which methods the path takes');
   await g.body.text();
 });
 

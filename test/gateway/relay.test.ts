@@ -15,6 +15,14 @@ t.test('hop-by-hop, framing and our own headers are not passed back; repeated on
   t.same(list, [['content-type', 'text/event-stream'], ['set-cookie', 'a=1'], ['set-cookie', 'b=2'], ['x-upstream', 'yes']]);
 });
 
+t.test("a model server's CORS headers are not passed back (CORS is the gateway's: the cors section)", async (t) => {
+  const list = relayedHeaders({
+    'content-type': 'application/json', 'access-control-allow-origin': '*', 'access-control-allow-credentials': 'true',
+    'access-control-expose-headers': 'x-a', vary: 'Origin',
+  });
+  t.same(list, [['content-type', 'application/json'], ['vary', 'Origin']]);
+});
+
 t.test('gather or stream', async (t) => {
   t.equal(gathers(true, 10, false), false, 'SSE always streams');
   t.equal(gathers(false, 10, true), true, 'a declared length within the limit is gathered, even when streaming was asked');

@@ -14,6 +14,7 @@ const PINNED: Record<string, [number, string]> = {
   missing_token: [401, 'invalid_request_error'],
   invalid_token: [401, 'invalid_request_error'],
   model_not_allowed: [403, 'invalid_request_error'],
+  origin_not_allowed: [403, 'invalid_request_error'],
   model_not_found: [404, 'invalid_request_error'],
   not_found: [404, 'invalid_request_error'],
   method_not_allowed: [405, 'invalid_request_error'],
@@ -45,7 +46,7 @@ t.test('each code has its pinned status and type, and no code is unpinned', asyn
 // every factory, with made-up arguments
 const built: ApiError[] = [
   errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'), errors.invalidHeader('x-a'), errors.invalidFraming('x'),
-  errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'),
+  errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'), errors.originNotAllowed('https://evil.example'), errors.badModelId(),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
   errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTls('p', 'DEPTH_ZERO_SELF_SIGNED_CERT'), errors.upstreamTimeout(), errors.upstreamStreamBroken(),

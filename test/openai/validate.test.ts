@@ -41,5 +41,53 @@ t.test('the gateway words each problem the OpenAI way, naming the field', async 
   t.match(problemMessage({ param: 'messages', issue: 'missing' }), /"messages" field is required/);
   t.match(problemMessage({ param: 'messages', issue: 'bad_message' }), /string "role"/);
   t.match(problemMessage({ param: 'prompt', issue: 'missing' }), /"prompt" field is required/);
-  t.equal(problemMessage({ param: 'n', issue: 'not_integer', min: 1 }), 'The "n" field must be a non-negative integer.');
+  t.equal(problemMessage({ param: 'n', issue: 'not_integer', min: 1 }), 'The "n" field must be a positive integer.');
+  t.equal(problemMessage({ param: 'max_tokens', issue: 'not_integer', min: 0 }), 'The "max_tokens" field must be a non-negative integer.');
+});
+
+t.test('the other routed APIs: embeddings, responses, tokenize, detokenize', async (t) => {
+  const ok: Array<[Parameters<typeof bodyProblem>[0], Record<string, unknown>]> = [
+    ['embeddings', { input: 'hello' }],
+    ['embeddings', { input: ['a', 'b'], encoding_format: 'base64' }],
+    ['embeddings', { input: [1, 2, 3], encoding_format: 'float', dimensions: 8 }],
+    ['embeddings', { input: [[1, 2], [3]] }],
+    ['responses', { input: 'hi' }],
+    ['responses', { input: [{ role: 'user', content: 'hi' }], max_output_tokens: 5, stream: true }],
+    ['tokenize', { prompt: 'hello' }],
+    ['tokenize', { prompt: '' }],
+    ['tokenize', { messages: msgs, add_generation_prompt: true }],
+    ['detokenize', { tokens: [0, 17, 4294967295] }],
+  ];
+  for (const [kind, body] of ok) t.equal(bodyProblem(kind, body), null, `${kind} ${JSON.stringify(body)}`);
+  const bad: Array<[Parameters<typeof bodyProblem>[0], Record<string, unknown>, unknown]> = [
+    ['embeddings', {}, { param: 'input', issue: 'missing' }],
+    ['embeddings', { input: null }, { param: 'input', issue: 'missing' }],
+    ['embeddings', { input: '' }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: ['a', ''] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: ['a', 1] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [1, -2] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [1, 2.5] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [[1], []] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [[1], [[2]]] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: [{ text: 'a' }] }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: 5 }, { param: 'input', issue: 'bad_input' }],
+    ['embeddings', { input: new Array(2049).fill('x') }, { param: 'input', issue: 'too_many' }],
+    ['embeddings', { input: 'a', encoding_format: 'int8' }, { param: 'encoding_format', issue: 'bad_encoding' }],
+    ['embeddings', { input: 'a', dimensions: 0 }, { param: 'dimensions', issue: 'not_integer', min: 1 }],
+    ['responses', {}, { param: 'input', issue: 'missing' }],
+    ['responses', { input: [] }, { param: 'input', issue: 'missing' }],
+    ['responses', { input: 'x', max_output_tokens: 0 }, { param: 'max_output_tokens', issue: 'not_integer', min: 1 }],
+    ['tokenize', {}, { param: 'prompt', issue: 'missing' }],
+    ['tokenize', { prompt: [1, 2] }, { param: 'prompt', issue: 'missing' }],
+    ['tokenize', { prompt: 'a', messages: msgs }, { param: 'prompt', issue: 'prompt_and_messages' }],
+    ['tokenize', { messages: [] }, { param: 'messages', issue: 'missing' }],
+    ['tokenize', { messages: [{ content: 'x' }] }, { param: 'messages', issue: 'bad_message' }],
+    ['detokenize', {}, { param: 'tokens', issue: 'bad_tokens' }],
+    ['detokenize', { tokens: [] }, { param: 'tokens', issue: 'bad_tokens' }],
+    ['detokenize', { tokens: ['1'] }, { param: 'tokens', issue: 'bad_tokens' }],
+    ['detokenize', { tokens: [4294967296] }, { param: 'tokens', issue: 'bad_tokens' }],
+  ];
+  for (const [kind, body, want] of bad) t.same(bodyProblem(kind, body), want, `${kind} ${JSON.stringify(body).slice(0, 60)}`);
+  for (const [, , want] of bad) t.type(problemMessage(want as never), 'string');
 });

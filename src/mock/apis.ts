@@ -1,0 +1,231 @@
+/**
+ * The mock's answers to the APIs besides completions, as vLLM's OpenAI server gives them: embeddings
+ * (`/v1/embeddings`), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
+ * (`/v1/responses`). Each is answered at once, without the engine (no queueing or batching is modelled
+ * for them). Everything is deterministic: the same request gets the same answer. Pure.
+ */
+import { tokenize, VOCAB_SIZE } from '../engine/index.js';
+import { promptBodyOf, renderPrompt } from '../openai/prompt.js';
+import { bodyProblem, type ApiKind } from '../openai/validate.js';
+import { vllmProblem, type Refusal, type ServedModel } from './admission.js';
+import { naturalLength, requestKey, TOKEN_TEXT, tokenWord } from './text.js';
+
+/** The length of the mock's embedding vectors (a request's `dimensions` may ask for fewer). */
+export const EMBEDDING_DIM = 128;
+
+export type ApiAnswer = { status: 200; body: string; contentType?: string } | { status: 400 | 404; refusal: Refusal };
+
+function refuse(message: string, param: string | null = null, status: 400 | 404 = 400): ApiAnswer {
+  return { status, refusal: { status, message, param } };
+}
+
+/** The body parsed and checked as vLLM would before answering a `kind` request. */
+function parse(text: string, kind: ApiKind, served: ServedModel): { body: Record<string, unknown>; model: string } | ApiAnswer {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (e) {
+    return refuse(`JSON decode error: ${(e as Error).message}`);
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return refuse('Input should be a valid dictionary or object to extract fields from');
+  const b = body as Record<string, unknown>;
+  const model = b.model === undefined || b.model === null ? served.model : b.model;
+  if (typeof model !== 'string') return refuse('model: Input should be a valid string', 'model');
+  if (model !== served.model && !served.loras.includes(model)) return refuse(`The model \`${model}\` does not exist.`, 'model', 404);
+  const problem = bodyProblem(kind, b);
+  if (problem !== null) {
+    const r = vllmProblem(problem, b);
+    return { status: r.status, refusal: r };
+  }
+  return { body: b, model };
+}
+
+function isAnswer(v: { body: Record<string, unknown>; model: string } | ApiAnswer): v is ApiAnswer {
+  return 'status' in v;
+}
+
+/** The token lists of an embeddings `input` (checked already: a string, strings, ids or lists of ids). */
+function inputTokens(input: unknown): ArrayLike<number>[] {
+  if (typeof input === 'string') return [tokenize(input)];
+  const list = input as unknown[];
+  if (typeof list[0] === 'string') return list.map((s) => tokenize(s as string));
+  if (typeof list[0] === 'number') return [list as number[]];
+  return list as number[][];
+}
+
+/**
+ * A unit vector of `dim` floats for a token list: each token adds ±1 to two places chosen by its hash
+ * (salted by the model), then the vector is normalised (vLLM's embedding models normalise by default).
+ */
+export function embedVector(tokens: ArrayLike<number>, model: string, seed: number, dim: number): Float32Array {
+  const v = new Float64Array(dim);
+  const salt = requestKey(seed, model, []);
+  for (let i = 0; i < tokens.length; i++) {
+    let h = Math.imul((tokens[i] ^ salt) | 0, 0x9e3779b1);
+    for (let k = 0; k < 2; k++) {
+      h ^= h >>> 15;
+      h = Math.imul(h, 0x2c1b3c6d);
+      h ^= h >>> 12;
+      v[(h >>> 1) % dim] += h & 1 ? 1 : -1;
+    }
+  }
+  let norm = 0;
+  for (let j = 0; j < dim; j++) norm += v[j] * v[j];
+  const out = new Float32Array(dim);
+  if (norm === 0) {
+    out[0] = 1;
+    return out;
+  }
+  const inv = 1 / Math.sqrt(norm);
+  for (let j = 0; j < dim; j++) out[j] = v[j] * inv;
+  return out;
+}
+
+/** The first `dim` values of a unit vector, as a unit vector. */
+function truncated(v: Float32Array, dim: number): Float32Array {
+  if (dim >= v.length) return v;
+  let norm = 0;
+  for (let j = 0; j < dim; j++) norm += v[j] * v[j];
+  const out = new Float32Array(dim);
+  if (norm === 0) out[0] = 1;
+  else for (let j = 0; j < dim; j++) out[j] = v[j] / Math.sqrt(norm);
+  return out;
+}
+
+/** Float32 values as `encoding_format: "base64"` carries them: their little-endian bytes, in base64. */
+export function base64Floats(v: Float32Array): string {
+  const b = Buffer.alloc(v.length * 4);
+  for (let i = 0; i < v.length; i++) b.writeFloatLE(v[i], i * 4);
+  return b.toString('base64');
+}
+
+/** POST /v1/embeddings. */
+export function embeddingsAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'embeddings', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  const dim = typeof body.dimensions === 'number' ? body.dimensions : EMBEDDING_DIM;
+  if (dim > EMBEDDING_DIM) return refuse(`dimensions: the model's embeddings have ${EMBEDDING_DIM} dimensions; asked for ${dim}.`, 'dimensions');
+  const lists = inputTokens(body.input);
+  let promptTokens = 0;
+  const base64 = body.encoding_format === 'base64';
+  const data = lists.map((tokens, index) => {
+    promptTokens += tokens.length;
+    if (tokens.length > served.maxModelLen) return null;
+    // a smaller `dimensions` keeps the first ones, normalised again (as a Matryoshka model's do)
+    const v = truncated(embedVector(tokens, model, served.seed, EMBEDDING_DIM), dim);
+    return { index, object: 'embedding', embedding: base64 ? base64Floats(v) : Array.from(v) };
+  });
+  const tooLong = data.indexOf(null);
+  if (tooLong >= 0) {
+    return refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, input ${tooLong} has ${lists[tooLong].length} tokens.`, 'input');
+  }
+  const created = Math.floor(Date.now() / 1000);
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  return { status: 200, body: JSON.stringify({ id: `embd-${id}`, object: 'list', created, model, data, usage }) };
+}
+
+/** POST /tokenize: `{count, max_model_len, tokens, token_strs}` (a chat `messages` rendered as for chat). */
+export function tokenizeAnswer(text: string, served: ServedModel): ApiAnswer {
+  const p = parse(text, 'tokenize', served);
+  if (isAnswer(p)) return p;
+  const tokens = tokenize(renderPrompt(p.body));
+  const strs = p.body.return_token_strs === true ? Array.from(tokens, (t) => tokenText(t)) : null;
+  return { status: 200, body: JSON.stringify({ count: tokens.length, max_model_len: served.maxModelLen, tokens: Array.from(tokens), token_strs: strs }) };
+}
+
+/**
+ * A token's text. The mock's tokenizer is a hash (not invertible), so detokenizing gives a word per id:
+ * the same ids always give the same text.
+ */
+function tokenText(id: number): string {
+  return TOKEN_TEXT[tokenWord(id, 0)];
+}
+
+/** POST /detokenize: `{prompt}`; an id outside the vocabulary is refused. */
+export function detokenizeAnswer(text: string, served: ServedModel): ApiAnswer {
+  const p = parse(text, 'detokenize', served);
+  if (isAnswer(p)) return p;
+  const tokens = p.body.tokens as number[];
+  const bad = tokens.find((t) => t >= VOCAB_SIZE);
+  if (bad !== undefined) return refuse(`Token id ${bad} is out of vocabulary (${VOCAB_SIZE} tokens).`, 'tokens');
+  let prompt = '';
+  for (const t of tokens) prompt += tokenText(t);
+  return { status: 200, body: JSON.stringify({ prompt }) };
+}
+
+/**
+ * POST /v1/responses, a minimal Responses API: `input` (a string or messages) and `instructions` make
+ * the prompt, the answer is one assistant message of `max_output_tokens` words (or a length of its own),
+ * whole or as the Responses API's stream of typed events. Nothing is stored (`previous_response_id`
+ * is refused).
+ */
+export function responsesAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'responses', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
+    return refuse('previous_response_id: the mock stores no responses.', 'previous_response_id');
+  }
+  const tokens = tokenize(renderPrompt(promptBodyOf('responses', body)));
+  if (tokens.length === 0) return refuse('The prompt cannot be empty.', 'input');
+  if (tokens.length >= served.maxModelLen) {
+    return refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, your request has ${tokens.length} input tokens.`, 'input');
+  }
+  const key = requestKey(served.seed, model, tokens);
+  const capped = typeof body.max_output_tokens === 'number';
+  const n = Math.max(1, Math.min(capped ? (body.max_output_tokens as number) : naturalLength(key), served.maxModelLen - tokens.length));
+  const words: string[] = [];
+  for (let i = 0; i < n; i++) words.push(TOKEN_TEXT[tokenWord(key, i)]);
+  const out = words.join('');
+  const created = Math.floor(Date.now() / 1000);
+  const respId = `resp_${id}`;
+  const msgId = `msg_${id}`;
+  const usage = {
+    input_tokens: tokens.length,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: n,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: tokens.length + n,
+  };
+  const part = (t: string) => ({ type: 'output_text', text: t, annotations: [], logprobs: null });
+  const message = (status: string, content: unknown[]) => ({ id: msgId, type: 'message', role: 'assistant', status, content });
+  const response = (status: string, output: unknown[], u: unknown) => ({
+    id: respId,
+    object: 'response',
+    created_at: created,
+    model,
+    status,
+    instructions: typeof body.instructions === 'string' ? body.instructions : null,
+    max_output_tokens: capped ? body.max_output_tokens : null,
+    incomplete_details: capped && n === body.max_output_tokens ? { reason: 'max_output_tokens' } : null,
+    output,
+    parallel_tool_calls: true,
+    tool_choice: 'auto',
+    tools: [],
+    temperature: typeof body.temperature === 'number' ? body.temperature : 1,
+    top_p: typeof body.top_p === 'number' ? body.top_p : 1,
+    error: null,
+    metadata: {},
+    usage: u,
+  });
+  const done = response(capped && n === body.max_output_tokens ? 'incomplete' : 'completed', [message('completed', [part(out)])], usage);
+  if (body.stream !== true) return { status: 200, body: JSON.stringify(done) };
+  // the stream: typed events, each `event: TYPE` + `data: {...}`, numbered
+  let seq = 0;
+  let sse = '';
+  const event = (type: string, fields: Record<string, unknown>) => {
+    sse += `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`;
+  };
+  const where = { item_id: msgId, output_index: 0, content_index: 0 };
+  event('response.created', { response: response('in_progress', [], null) });
+  event('response.in_progress', { response: response('in_progress', [], null) });
+  event('response.output_item.added', { output_index: 0, item: message('in_progress', []) });
+  event('response.content_part.added', { ...where, part: part('') });
+  for (const w of words) event('response.output_text.delta', { ...where, delta: w, logprobs: [] });
+  event('response.output_text.done', { ...where, text: out, logprobs: [] });
+  event('response.content_part.done', { ...where, part: part(out) });
+  event('response.output_item.done', { output_index: 0, item: message('completed', [part(out)]) });
+  event(done.status === 'completed' ? 'response.completed' : 'response.incomplete', { response: done });
+  return { status: 200, body: sse, contentType: 'text/event-stream' };
+}

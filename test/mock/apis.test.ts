@@ -1,0 +1,81 @@
+// The mock's embeddings, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
+// vLLM's shapes, determinism, base64 as float32 little-endian, and the refusals.
+import t from 'tap';
+import { base64Floats, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, responsesAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
+import type { ServedModel } from '../../src/mock/admission.js';
+
+const served: ServedModel = { model: 'm', loras: ['lora-a'], seed: 1, maxModelLen: 64, kvCapacityTokens: 10_000 };
+
+function ok(a: ApiAnswer): Record<string, any> {
+  if (a.status !== 200) throw new Error(`refused: ${a.refusal.message}`);
+  return JSON.parse(a.body) as Record<string, any>;
+}
+
+t.test('embeddings: unit vectors, deterministic, base64 = the same float32 values', async (t) => {
+  const f = ok(embeddingsAnswer(JSON.stringify({ model: 'm', input: ['hello world', 'goodbye'] }), served, '1'));
+  t.match(f, { object: 'list', model: 'm', usage: { completion_tokens: 0 } });
+  t.equal(f.usage.prompt_tokens, f.usage.total_tokens);
+  const [a, b] = f.data.map((d: { embedding: number[] }) => d.embedding);
+  t.equal(a.length, EMBEDDING_DIM);
+  t.ok(Math.abs(Math.hypot(...a) - 1) < 1e-6);
+  t.notSame(a, b);
+  t.same(ok(embeddingsAnswer(JSON.stringify({ model: 'm', input: ['hello world', 'goodbye'] }), served, '2')).data, f.data, 'same input, same vectors');
+  const b64 = ok(embeddingsAnswer(JSON.stringify({ model: 'm', input: 'hello world', encoding_format: 'base64' }), served, '3'));
+  const bytes = Buffer.from(b64.data[0].embedding as string, 'base64');
+  t.equal(bytes.length, EMBEDDING_DIM * 4);
+  const decoded = Array.from({ length: EMBEDDING_DIM }, (_, i) => bytes.readFloatLE(i * 4));
+  t.same(decoded, a, 'base64 decodes to the float answer');
+  t.equal(base64Floats(new Float32Array([1, -2])), Buffer.from(new Float32Array([1, -2]).buffer).toString('base64'));
+  const short = ok(embeddingsAnswer(JSON.stringify({ model: 'lora-a', input: [[1, 2], [3]], dimensions: 8 }), served, '4'));
+  t.same(short.data.map((d: { embedding: number[] }) => d.embedding.length), [8, 8], 'token ids, an adapter, fewer dimensions');
+  t.ok(Math.abs(Math.hypot(...short.data[0].embedding) - 1) < 1e-6, 'still unit vectors');
+  t.equal(embedVector([], 'm', 1, 4)[0], 1, 'no tokens: a fixed unit vector, never NaN');
+});
+
+t.test('embeddings refusals, in vLLM\'s words', async (t) => {
+  const cases: Array<[unknown, number, string | null]> = [
+    [{ model: 'other', input: 'x' }, 404, 'model'],
+    [{ model: 'm' }, 400, 'input'],
+    [{ model: 'm', input: 'x', dimensions: 4096 }, 400, 'dimensions'],
+    [{ model: 'm', input: 'x'.repeat(1000) }, 400, 'input'],
+  ];
+  for (const [body, status, param] of cases) {
+    const a = embeddingsAnswer(JSON.stringify(body), served, 'x');
+    t.equal(a.status, status, JSON.stringify(body).slice(0, 60));
+    if (a.status !== 200) t.equal(a.refusal.param, param);
+  }
+  t.equal(embeddingsAnswer('{"model":', served, 'x').status, 400, 'bad JSON');
+});
+
+t.test('tokenize and detokenize', async (t) => {
+  const tok = ok(tokenizeAnswer(JSON.stringify({ model: 'm', prompt: 'hello world!' }), served));
+  t.same(Object.keys(tok).sort(), ['count', 'max_model_len', 'token_strs', 'tokens']);
+  t.equal(tok.count, 3, '12 characters, 4 a token');
+  t.equal(tok.max_model_len, 64);
+  t.equal(tok.token_strs, null);
+  const strs = ok(tokenizeAnswer(JSON.stringify({ model: 'm', prompt: 'hello world!', return_token_strs: true }), served));
+  t.equal(strs.token_strs.length, 3);
+  const chat = ok(tokenizeAnswer(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), served));
+  t.ok(chat.count > 1, 'messages rendered as for chat');
+  const detok = ok(detokenizeAnswer(JSON.stringify({ model: 'm', tokens: tok.tokens }), served));
+  t.equal(detok.prompt, strs.token_strs.join(''), 'a word per id, the same as token_strs');
+  t.equal(detokenizeAnswer(JSON.stringify({ model: 'm', tokens: [128256] }), served).status, 400, 'an id past the vocabulary');
+  t.equal(tokenizeAnswer(JSON.stringify({ model: 'm', prompt: 'a', messages: [{ role: 'user' }] }), served).status, 400);
+});
+
+t.test('responses: one message, max_output_tokens words, the stream ends with the whole response', async (t) => {
+  const whole = ok(responsesAnswer(JSON.stringify({ model: 'm', input: 'hi', max_output_tokens: 4 }), served, 'r1'));
+  t.match(whole, { object: 'response', status: 'incomplete', usage: { output_tokens: 4 } });
+  const text = whole.output[0].content[0].text as string;
+  t.equal(text.split(' ').length - 1, 4, 'four words');
+  const s = responsesAnswer(JSON.stringify({ model: 'm', input: [{ role: 'user', content: 'hi' }], max_output_tokens: 4, stream: true }), served, 'r2');
+  if (s.status !== 200) throw new Error('refused');
+  t.equal(s.contentType, 'text/event-stream');
+  const events = s.body.trim().split('\n\n').map((e) => JSON.parse(e.split('\n')[1].slice('data: '.length)) as { type: string; sequence_number: number; delta?: string });
+  t.same(events.map((e) => e.sequence_number), events.map((_, i) => i), 'numbered in order');
+  t.equal(events[0].type, 'response.created');
+  t.equal(events.at(-1)!.type, 'response.incomplete');
+  t.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join(''), text, 'a string input and the same message as a list: the same answer');
+  t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'hi', previous_response_id: 'resp_1' }), served, 'r3').status, 400, 'nothing is stored');
+  t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'x'.repeat(400) }), served, 'r4').status, 400, 'past the context length');
+});
