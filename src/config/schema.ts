@@ -394,16 +394,23 @@ const pool = z.strictObject({
 /** An origin as a browser sends it: scheme://host[:port], nothing after. */
 const origin = z
   .string()
-  .regex(/^https?:\/\/[^/\s?#]+$/, 'an origin is scheme://host[:port], e.g. https://app.example.com (no path, no trailing slash)');
+  .regex(/^https?:\/\/[^/\s?#]+$/, 'an origin is scheme://host[:port], e.g. https://app.example.com (no path, no trailing slash)')
+  .describe('A browser origin, scheme://host[:port], e.g. https://app.example.com (no path, no trailing slash).');
 
 /** A header name (an HTTP token). */
-const headerName = z.string().regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, 'not a header name');
+const headerName = z
+  .string()
+  .regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, 'not a header name')
+  .describe('A request header name (an HTTP token), e.g. authorization.');
 
 /** Cross-origin requests from browsers (src/gateway/cors.ts); absent: no CORS headers at all. */
 const cors = z
   .strictObject({
     origins: z
-      .union([z.literal('*'), z.array(origin).min(1)])
+      .union([
+        z.literal('*').describe('Any origin.'),
+        z.array(origin).min(1).describe('These origins only.'),
+      ])
       .describe('The browser origins allowed to call the client port (e.g. ["https://app.example.com"]), or "*" for any.'),
     allow_headers: z
       .array(headerName)
