@@ -25,7 +25,8 @@ Commands:
   version                    print the version
 
 Environment: LOG_LEVEL (fatal|error|warn|info|debug|trace|silent) wins over the config's logging.level
-(serve, demo); without either the level is info.
+(serve, demo); without either the level is info; an unknown LOG_LEVEL exits 1. Logs are JSON lines, or
+pino-pretty's on a terminal when it is installed (logging.format: auto|json|pretty).
 `;
 
 const SERVE_HELP = `Usage: infergate serve --config FILE
@@ -37,7 +38,8 @@ Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready
 /debug/state, /debug/decisions?n=N (the last admin.decisions routing decisions).
 SIGTERM/SIGINT: stop accepting, let in-flight requests finish (limits.drain_timeout), cut what is left
 with the error code shutting_down, exit 0. The admin port answers until the exit (/readyz: 503 draining).
-LOG_LEVEL, when set, wins over the config's logging.level.
+LOG_LEVEL, when set, wins over the config's logging.level (an unknown one exits 1). One access line per
+client request (logging.access_log); tracing.otlp_endpoint exports one span per request (OTLP/HTTP).
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
 --ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops

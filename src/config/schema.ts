@@ -280,6 +280,44 @@ const logging = z
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** One structured line per request (model, pool, endpoint, status, timings). */
     access_log: z.boolean().default(true),
+    format: z
+      .enum(['auto', 'json', 'pretty'])
+      .default('auto')
+      .describe('How log lines are written: auto (pretty on a terminal when pino-pretty is installed, JSON otherwise), json, or pretty (JSON when pino-pretty is not installed).'),
+  })
+  .prefault({});
+
+/** An http(s) URL (the OTLP collector's traces endpoint). */
+const httpUrl = z.string().refine((v) => {
+  try {
+    const u = new URL(v);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}, 'not an http:// or https:// URL');
+
+const tracing = z
+  .strictObject({
+    otlp_endpoint: httpUrl
+      .optional()
+      .describe('The OTLP/HTTP traces URL (e.g. http://otel-collector:4318/v1/traces) that gets one span per request, as JSON; absent: no export (the default).'),
+    sample_ratio: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(1)
+      .describe('The fraction (0 to 1) of new traces exported; a request that carries a traceparent follows its sampled flag.'),
+    service_name: z.string().min(1).default('infergate').describe('The service.name resource attribute of the exported spans.'),
+    export_interval: duration('5s').describe('How often the queued spans are sent to the collector, a duration with its unit.'),
+    export_timeout: duration('10s').describe('How long one export may take before it is abandoned (its spans are dropped), a duration with its unit.'),
+    max_queue_size: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(2048)
+      .describe('The most spans (a count) held for export; past it new spans are dropped, never waited for.'),
   })
   .prefault({});
 
@@ -287,6 +325,7 @@ export const configSchema = z
   .strictObject({
     listen: listen.prefault({}),
     logging,
+    tracing,
     debug_headers: z.boolean().default(false),
     /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
     trusted_proxies: z.array(cidr).default([]),

@@ -1,11 +1,17 @@
 /** `infergate serve`: start a gateway from a loaded config and run it until SIGTERM/SIGINT. */
 import type { Config } from '../config/schema.js';
-import { createLogger } from '../observability/logger.js';
+import { createLogger, effectiveLevel, type Logger } from '../observability/logger.js';
 import { Gateway } from './server.js';
 import { exitDespiteIdleConnections } from '../common/listen.js';
 
 export async function runGateway(config: Config): Promise<number> {
-  const logger = createLogger(process.env.LOG_LEVEL ?? config.logging.level);
+  let logger: Logger;
+  try {
+    logger = createLogger(effectiveLevel(config.logging.level), config.logging.format);
+  } catch (err) {
+    process.stderr.write(`infergate: ${(err as Error).message}\n`);
+    return 1;
+  }
   const gateway = new Gateway(config, logger);
   let addrs;
   try {

@@ -25,8 +25,13 @@ import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
 import { addressMatcher } from '../common/ip.js';
-import { Front } from './uws-front.js';
+import { Front, type FrontFacts } from './uws-front.js';
+import { recordFrontAnswer } from './record.js';
+import { parseTraceparent } from '../observability/trace.js';
+import { randomUUID } from 'node:crypto';
 import { uwsInUse } from '../common/uws.js';
+import { infergateVersion } from '../common/version.js';
+import { createTracing, LOCAL_TRACING, type Tracing } from '../observability/tracing.js';
 
 export interface GatewayAddresses {
   url: string;
@@ -49,6 +54,8 @@ export class Gateway implements GatewayContext {
   /** made by start(): the keys are read (and a jwks_url fetched) there */
   admission: Admission = new Admission(undefined);
   poolKeys: ReadonlyMap<string, string> = new Map();
+  /** request spans (made by start(): the OpenTelemetry SDK is loaded only when tracing exports) */
+  tracing: Tracing = LOCAL_TRACING;
   draining = false;
   inFlight = 0;
   private scraper: Scraper | undefined;
@@ -99,6 +106,7 @@ export class Gateway implements GatewayContext {
       if (key !== undefined) keys.set(name, key);
     }
     this.poolKeys = keys;
+    this.tracing = await createTracing(this.config.tracing, this.logger, infergateVersion());
     if (auth.mode === 'jwt') {
       const log = this.logger;
       this.admission = new Admission(await Authenticator.create(auth.jwt!, { warn: (o, m) => log.warn(o, m), info: (o, m) => log.info(o, m) }));
@@ -118,6 +126,7 @@ export class Gateway implements GatewayContext {
       headTooLarge,
       tls: listen.tls,
       onHandlerError,
+      onAnswered: (facts, status, answer) => this.frontAnswered(facts, status, answer),
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
       connections: {
         max: bound.max,
@@ -197,6 +206,24 @@ export class Gateway implements GatewayContext {
     );
   }
 
+  /** The access line of a request the client port's front answered itself (no exchange). */
+  private frontAnswered(facts: FrontFacts, status: number, answer: Answer | undefined): void {
+    const id = facts.requestId;
+    recordFrontAnswer(this, {
+      requestId: id !== '' && id.length <= 200 ? id : randomUUID(),
+      method: facts.method,
+      path: facts.url,
+      peer: facts.peer,
+      forwardedFor: facts.xForwardedFor !== '' && this.isTrustedProxy(facts.peer) ? facts.xForwardedFor : undefined,
+      status,
+      code: answer?.code ?? (facts.cut ? 'invalid_framing' : undefined),
+      rejectReason: answer?.rejectReason,
+      traceId: parseTraceparent(facts.traceparent)?.traceId,
+      started: facts.started,
+      closedBy: facts.cut ? 'gateway' : undefined,
+    });
+  }
+
   /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */
   poolViews(now: number): Map<string, DebugEndpoint[]> {
     const out = new Map<string, DebugEndpoint[]>();
@@ -239,6 +266,7 @@ export class Gateway implements GatewayContext {
     // the cut requests answer (error event or 503) as undici reports the destroyed connections
     if (this.inFlight > 0) await this.inFlightDone(1_000);
     await this.quota.close(); // after the last request released its lease
+    await this.tracing.shutdown(); // the last spans exported (bounded by tracing.export_timeout)
     this.adminFront?.close();
   }
 

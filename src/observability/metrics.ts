@@ -57,6 +57,7 @@ export class GatewayMetrics {
   readonly rejected: client.Counter<'reason' | 'pool'>;
   readonly upstreamErrors: client.Counter<'pool' | 'kind'>;
   readonly retries: client.Counter<'pool'>;
+  readonly tokens: client.Counter<'model' | 'pool' | 'kind'>;
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
@@ -91,6 +92,13 @@ export class GatewayMetrics {
     });
     c.count.inc();
     c.duration.observe(seconds);
+  }
+
+  /** The tokens of one answer, from its `usage` (prompt and completion). */
+  tokensUsed(model: string, pool: string, prompt: number, completion: number): void {
+    const c = this.child(`k\0${model}\0${pool}`, () => ({ prompt: this.tokens.labels(model, pool, 'prompt'), completion: this.tokens.labels(model, pool, 'completion') }));
+    if (prompt > 0) c.prompt.inc(prompt);
+    if (completion > 0) c.completion.inc(completion);
   }
 
   shadowPick(pool: string, policy: string, outcome: string): void {
@@ -175,6 +183,11 @@ export class GatewayMetrics {
     this.retries = new client.Counter({
       name: 'infergate_retries_total', help: 'Requests sent again to another endpoint after a failure before the first byte.',
       labelNames: ['pool'], registers,
+    });
+    this.tokens = new client.Counter({
+      name: 'infergate_tokens_total',
+      help: 'Tokens of answered requests as the model server\'s usage reports them, by model (as the client named it), pool and kind (prompt, completion).',
+      labelNames: ['model', 'pool', 'kind'], registers,
     });
     this.pickDuration = new FastHistogram(
       'infergate_pick_duration_seconds',
