@@ -32,7 +32,7 @@ const base = gatewayConfig(mock.endpoints, {
     auth: demoAuth,
     logging: { level: 'info', access_log: true },
     trusted_proxies: ['127.0.0.1'],
-    limits: { max_body_bytes: '4kb', max_header_bytes: '8kb', retries: 0 },
+    limits: { max_body_bytes: '4kb', max_header_bytes: '8kb', retries: 0, max_connections_per_client: 1 },
     tenants: { default: { requests_per_minute: 1000 }, overrides: { lim: { requests_per_minute: 1 } } },
   },
 });
@@ -184,6 +184,22 @@ t.test('framing cut: no answer, still a line', async (t) => {
   });
   const l = await lineOf(id);
   t.match(l, { status: 400, code: 'invalid_framing', closed_by: 'gateway', method: 'GET', path: '/v1/models' });
+});
+
+t.test('503 too_many_connections: refused by the front before any route, still a line', async (t) => {
+  // one request in progress from this address (its body not finished), then another
+  const port = Number(new URL(gw.url).port);
+  const held = connect(port, '127.0.0.1');
+  held.on('error', () => undefined);
+  held.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice}\r\nx-request-id: held-${Date.now()}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":`);
+  await until(async () => (await fetch(`${gw.adminUrl}/metrics`).then((r) => r.text())).includes('infergate_open_connections 1'), 10_000, 'the held request counted');
+  const s = await send('/v1/models', { token: alice });
+  held.destroy();
+  t.equal(s.status, 503);
+  const l = await lineOf(s.id);
+  common(t, l, s, 'GET', '/v1/models');
+  t.match(l, { code: 'too_many_connections', reject_reason: 'too_many_connections' });
+  await until(() => lines().some((x) => String(x.req_id).startsWith('held-') && x.status === 499), 10_000, 'the held request\'s own line (499)');
 });
 
 interface Seen {
