@@ -17,6 +17,7 @@ import type { RequestSpan, SpanAttributes, Tracing } from './tracing.js';
 type OtlpConfig = Config['tracing'] & { otlp_endpoint: string };
 
 const WARN_EVERY_MS = 60_000;
+const SHUTDOWN_WAIT_MS = 1_000;
 
 class ExportedSpan implements RequestSpan {
   readonly traceId: string;
@@ -88,11 +89,15 @@ export function otlpTracing(cfg: OtlpConfig, logger: Logger, version: string): T
       return new ExportedSpan(tracer.startSpan('infergate.request', { kind: SpanKind.SERVER }, ctx));
     },
     async shutdown(): Promise<void> {
-      try {
-        await provider.shutdown();
-      } catch {
-        // the collector is unreachable: what was queued is lost, the exit goes on
-      }
+      // what is queued is sent, but the exit waits for it SHUTDOWN_WAIT_MS at most (a drain already took
+      // most of a container's stop grace); a collector that is down loses those spans
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), waited]);
+      clearTimeout(timer);
     },
   };
 }

@@ -97,7 +97,7 @@ t.test('the span of a request arrives with the client\'s trace id and the routin
   t.match(JSON.parse(line), { trace_id: traceId, span_id: s.spanId });
 });
 
-t.test('no traceparent: a new trace, exported (sample_ratio 1); a refused request's span carries its error code', async (t) => {
+t.test('no traceparent: a new trace, exported (sample_ratio 1); a refused request\'s span carries its error code', async (t) => {
   const r = await chat({ 'x-request-id': 'otlp-2' }, { model: 'nope' });
   t.equal(r.status, 404);
   await r.text();
