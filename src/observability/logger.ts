@@ -27,7 +27,7 @@ function prettyStream(): DestinationStream | undefined {
   try {
     const require = createRequire(import.meta.url);
     const pretty = require('pino-pretty') as (opts: Record<string, unknown>) => DestinationStream;
-    return pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' });
+    return pretty({ colorize: process.stdout.isTTY === true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' });
   } catch {
     return undefined;
   }

@@ -4,7 +4,7 @@
 // W3C traceparent reaches the model server with the client's trace id and the gateway's span id (the mock
 // reports what it received), a malformed one starts a new trace, and infergate_tokens_total adds up the
 // usage the clients saw.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'node:net';
@@ -57,8 +57,8 @@ function lines(): Line[] {
 }
 
 /** The access line of the request sent with this x-request-id (waits for it: it is written at the end). */
-function lineOf(id: string): Promise<Line> {
-  return until(() => lines().find((l) => l.req_id === id), 10_000, `the access line of ${id}`);
+async function lineOf(id: string): Promise<Line> {
+  return (await until(() => lines().find((l) => l.req_id === id), 10_000, `the access line of ${id}`))!;
 }
 
 let n = 0;
@@ -88,7 +88,7 @@ const PROMPT = 'You answer questions about the weather in a few words, politely 
 const chatBody = (extra: Record<string, unknown> = {}) => ({ model: 'test-model', messages: [{ role: 'user', content: PROMPT }], max_tokens: 5, ...extra });
 
 /** Fields every line has, whoever answered. */
-function common(t: Tap.Test, l: Line, s: Sent, method: string, path: string): void {
+function common(t: Test, l: Line, s: Sent, method: string, path: string): void {
   t.equal(l.status, s.status, 'status as the client saw it');
   t.equal(l.method, method);
   t.equal(l.path, path);
@@ -208,10 +208,11 @@ interface Seen {
   x_request_id?: string;
 }
 async function seenByMock(id: string): Promise<Seen> {
-  return until(async () => {
+  const seen = await until(async () => {
     const r = await fetch(`http://${mock.endpoints[0]}/mock/requests`);
     return ((await r.json()) as { requests: Seen[] }).requests.find((q) => q.x_request_id === id);
   }, 10_000, `the mock's record of ${id}`);
+  return seen!;
 }
 
 t.test('traceparent: the client\'s trace continues to the model server under the gateway\'s span', async (t) => {

@@ -77,7 +77,7 @@ t.test('the span of a request arrives with the client\'s trace id and the routin
   const r = await chat({ traceparent: `00-${traceId}-b7ad6b7169203331-01`, 'x-request-id': 'otlp-1' });
   t.equal(r.status, 200);
   const usage = ((await r.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
-  const found = await until(() => spans().find((s) => s.span.traceId === traceId), 15_000, 'the span at the receiver');
+  const found = (await until(() => spans().find((s) => s.span.traceId === traceId), 15_000, 'the span at the receiver'))!;
   const s = found.span;
   t.equal(found.service, 'gw-under-test', 'service.name from tracing.service_name');
   t.equal(s.name, 'infergate.request');
@@ -94,7 +94,7 @@ t.test('the span of a request arrives with the client\'s trace id and the routin
   t.equal(attr(s, 'gen_ai.usage.output_tokens'), usage.completion_tokens);
   // the access line names the same span, and so did the traceparent the model server got
   const line = await until(() => gw.proc.stdout().split('\n').find((l) => l.includes('"req_id":"otlp-1"')), 10_000, 'the access line');
-  t.match(JSON.parse(line), { trace_id: traceId, span_id: s.spanId });
+  t.match(JSON.parse(line!), { trace_id: traceId, span_id: s.spanId });
 });
 
 t.test('no traceparent: a new trace, exported (sample_ratio 1); a refused request\'s span carries its error code', async (t) => {
@@ -102,8 +102,8 @@ t.test('no traceparent: a new trace, exported (sample_ratio 1); a refused reques
   t.equal(r.status, 404);
   await r.text();
   const line = await until(() => gw.proc.stdout().split('\n').find((l) => l.includes('"req_id":"otlp-2"')), 10_000, 'the access line');
-  const { trace_id: traceId } = JSON.parse(line) as { trace_id: string };
-  const s = (await until(() => spans().find((x) => x.span.traceId === traceId), 15_000, 'the span')).span;
+  const { trace_id: traceId } = JSON.parse(line!) as { trace_id: string };
+  const s = (await until(() => spans().find((x) => x.span.traceId === traceId), 15_000, 'the span'))!.span;
   t.equal(s.parentSpanId ?? '', '', 'a root span');
   t.equal(attr(s, 'http.response.status_code'), 404);
   t.equal(attr(s, 'error.type'), 'model_not_found');
