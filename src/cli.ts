@@ -25,7 +25,8 @@ Commands:
   version                    print the version
 
 Environment: LOG_LEVEL (fatal|error|warn|info|debug|trace|silent) wins over the config's logging.level
-(serve, demo); without either the level is info.
+(serve, demo); without either the level is info; an unknown LOG_LEVEL exits 1. Logs are JSON lines, or
+pino-pretty's on a terminal when it is installed (logging.format: auto|json|pretty).
 `;
 
 const SERVE_HELP = `Usage: infergate serve --config FILE
@@ -47,7 +48,9 @@ restart: a change there is logged "needs restart" and the rest is applied. Count
 infergate_config_reloads_total{result="success"|"needs_restart"|"error"}.
 SIGHUP (or a change of the files, unless listen.tls.watch is false): reload listen.tls.cert and key; new
 connections get the new pair, open ones finish on the old; a pair that cannot be used changes nothing.
-LOG_LEVEL, when set, wins over the config's logging.level (at start and on reload).
+LOG_LEVEL, when set, wins over the config's logging.level, at start and on reload (an unknown one exits 1).
+One access line per client request (logging.access_log); tracing.otlp_endpoint exports one span per
+request (OTLP/HTTP).
 Open files: each proxied request holds two descriptors (client and upstream); limits.max_connections
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
 --ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops

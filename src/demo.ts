@@ -94,9 +94,17 @@ export async function demoMain(args: string[]): Promise<number> {
   });
   for (const e of mocks.endpoints) process.stdout.write(`mock vLLM server on http://${e}\n`);
 
-  const { createLogger } = await import('./observability/logger.js');
+  const { createLogger, effectiveLevel } = await import('./observability/logger.js');
   const { Gateway } = await import('./gateway/server.js');
-  const gateway = new Gateway(config, createLogger(process.env.LOG_LEVEL ?? config.logging.level));
+  let logger;
+  try {
+    logger = createLogger(effectiveLevel(config.logging.level), config.logging.format);
+  } catch (err) {
+    process.stderr.write(`infergate demo: ${(err as Error).message}\n`);
+    await mocks.close();
+    return 1;
+  }
+  const gateway = new Gateway(config, logger);
   let addrs;
   try {
     addrs = await gateway.start();

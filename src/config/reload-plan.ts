@@ -24,6 +24,8 @@ export const RESTART_ONLY: readonly (readonly string[])[] = [
   ['quota'],
   // the client front holds the CORS policy it was built with
   ['cors'],
+  // the span exporter is made once, at start
+  ['tracing'],
 ];
 
 export interface ReloadPlan {

@@ -426,14 +426,54 @@ const logging = z
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('The least severe level logged (silent: nothing).'),
     /** One structured line per request (model, pool, endpoint, status, timings). */
     access_log: z.boolean().default(true).describe('Write one structured line per request (model, pool, endpoint, status, timings).'),
+    format: z
+      .enum(['auto', 'json', 'pretty'])
+      .default('auto')
+      .describe('How log lines are written: auto (pretty on a terminal when pino-pretty is installed, JSON otherwise), json, or pretty (JSON when pino-pretty is not installed).'),
   })
   .prefault({})
   .describe('What the gateway logs, on stdout.');
+
+/** An http(s) URL (the OTLP collector's traces endpoint). */
+const httpUrl = z.string().refine((v) => {
+  try {
+    const u = new URL(v);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}, 'not an http:// or https:// URL');
+
+const tracing = z
+  .strictObject({
+    otlp_endpoint: httpUrl
+      .optional()
+      .describe('The OTLP/HTTP traces URL (e.g. http://otel-collector:4318/v1/traces) that gets one span per request, as JSON; absent: no export (the default).'),
+    sample_ratio: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(1)
+      .describe('The fraction (0 to 1) of new traces exported; a request that carries a traceparent follows its sampled flag.'),
+    service_name: z.string().min(1).default('infergate').describe('The service.name resource attribute of the exported spans.'),
+    export_interval: duration('5s').describe('How often the queued spans are sent to the collector, a duration with its unit.'),
+    export_timeout: duration('10s').describe('How long one export may take before it is abandoned (its spans are dropped), a duration with its unit.'),
+    max_queue_size: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(2048)
+      .describe('The most spans (a count) held for export; past it new spans are dropped, never waited for.'),
+  })
+  .prefault({})
+  .describe('OpenTelemetry export of one span per request (OTLP/HTTP), off unless otlp_endpoint is set.');
 
 export const configSchema = z
   .strictObject({
     listen: listen.prefault({}).describe('The client listener, where OpenAI-style requests arrive.'),
     logging,
+    tracing,
     debug_headers: z.boolean().default(false).describe('Answers carry x-infergate-endpoint, naming the endpoint that served them.'),
     /** Peers (CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are kept and appended to; others' are replaced. */
     trusted_proxies: z.array(cidr).default([]).describe("Peers whose X-Forwarded-For and X-Forwarded-Proto are kept and appended to; others' are replaced."),

@@ -8,5 +8,8 @@ export function jsonAnswer(status: string, body: string): Answer {
 
 /** An error in OpenAI's body shape, with Retry-After when it has one. */
 export function errorAnswer(e: ApiError): Answer {
-  return { status: e.statusText, contentType: 'application/json', retryAfterS: e.retryAfterS, wwwAuthenticate: e.wwwAuthenticate, body: errorBody(e) };
+  return {
+    status: e.statusText, contentType: 'application/json', retryAfterS: e.retryAfterS, wwwAuthenticate: e.wwwAuthenticate, body: errorBody(e),
+    code: e.code, rejectReason: e.rejectReason,
+  };
 }

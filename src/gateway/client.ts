@@ -83,4 +83,7 @@ export interface Answer {
   headers?: ReadonlyArray<readonly [string, string]>;
   /** left out in answer to HEAD */
   body?: string;
+  /** for the access log: the error's stable code, and why the gateway refused the request */
+  code?: string;
+  rejectReason?: string;
 }

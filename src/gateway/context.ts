@@ -10,6 +10,7 @@ import type { Admission } from './admission.js';
 import type { Quota } from '../quota/index.js';
 import type { RetryBudgets } from './retry.js';
 import type { Cors } from './cors.js';
+import type { Tracing } from '../observability/tracing.js';
 
 export interface GatewayContext {
   config: Config;
@@ -17,6 +18,8 @@ export interface GatewayContext {
   upstreams: Upstreams;
   metrics: GatewayMetrics;
   logger: Logger;
+  /** each request's span: ids for traceparent and the access line, exported with tracing.otlp_endpoint */
+  tracing: Tracing;
   /** Lower-cased header names that pin a session to one alias target (`models[].sticky.header`). */
   stickyHeaders: ReadonlySet<string>;
   /** authentication, the token's models, and the checks before a request is sent */

@@ -16,10 +16,12 @@ import { promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
-import { AnswerUsage, withIncludeUsage, type UsageMode } from '../openai/usage.js';
+import { AnswerUsage, withIncludeUsage, type Usage, type UsageMode } from '../openai/usage.js';
 import { NO_LEASE, quotaError, rateLimitHeaders, type QuotaDecision, type QuotaLease } from '../quota/index.js';
 import type { PoolConfig } from '../config/schema.js';
-import type { PickResult, Ticket } from '../routing/index.js';
+import type { PickExplain, PickResult, Ticket } from '../routing/index.js';
+import { formatTraceparent, parseTraceparent } from '../observability/trace.js';
+import type { RequestSpan } from '../observability/tracing.js';
 import { EMPTY } from './buffers.js';
 import { UPLOAD_MARK_BYTES, UPLOAD_WINDOW_MS, type ClientHandler, type ClientRequest, type ClientSide } from './client.js';
 import type { GatewayContext } from './context.js';
@@ -45,6 +47,13 @@ type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
 export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord {
   readonly started = performance.now();
   readonly requestId: string;
+  readonly method: string;
+  readonly path: string;
+  readonly peer: string;
+  /** the client's X-Forwarded-For, as a trusted proxy sent it (undefined from anyone else) */
+  readonly forwardedFor: string | undefined;
+  /** this request's span: its trace continues the client's traceparent or starts one */
+  readonly span: RequestSpan;
   private readonly fwdHeaders: Record<string, string>;
   private readonly stickyValue: string | undefined;
   /** the client's Authorization header (forwarded only to a pool with forward_client_auth) */
@@ -54,6 +63,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   get tenant(): string {
     return this.identity?.tenant ?? '';
+  }
+
+  /** the pool's policy, once the pool is known */
+  get policy(): string {
+    return this.pool ? this.poolCfg.policy : '';
   }
   private phase: Phase = 'body';
   private clientGone = false;
@@ -77,6 +91,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   // tries
   attempts = 0;
   endpoint = '';
+  /** the last pick's explanation, when picks are explained (the access line's scores) */
+  picked: PickExplain | undefined;
   /** endpoints that failed this request (made on the first failure) */
   private failed: Set<string> | undefined;
   private ticket: Ticket | undefined;
@@ -100,6 +116,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private quotaHeaders: ReadonlyArray<[string, string]> = [];
   private usageMode: UsageMode = 'none';
   private answerUsage: AnswerUsage | undefined;
+  /** the answer's usage, once it has ended (the token metrics and the access line) */
+  usage: Usage | null = null;
   /** the parsed body, kept from onBody until admission is done (the usage request may edit the bytes) */
   private parsedBody: Record<string, unknown> | undefined;
 
@@ -107,6 +125,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   firstByteAt = 0;
   /** who ended the exchange early, for the access log: the client leaving, or the gateway (a slow client) */
   closedBy: 'client' | 'gateway' | undefined;
+  /** the error answered (its code), and why the gateway refused the request, for the access log */
+  errorCode: string | undefined;
+  rejectReason: string | undefined;
   /** made once the model server's answer is accepted (no retry) */
   private relay: Relay | undefined;
 
@@ -122,12 +143,23 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.fwdHeaders = facts.forwarded;
     this.clientAuthorization = facts.authorization;
     this.corsHeaders = ctx.cors?.actual(facts.origin) ?? [];
+    this.method = req.method.toUpperCase();
+    this.path = req.url;
+    this.peer = req.peer;
+    const trusted = ctx.isTrustedProxy(req.peer);
+    this.forwardedFor = trusted ? facts.forwarded['x-forwarded-for'] : undefined;
+    // W3C trace context: the model server gets this trace with the gateway's span as its parent; a
+    // malformed traceparent starts a new trace and its tracestate goes with it
+    const parent = parseTraceparent(this.fwdHeaders.traceparent);
+    this.span = ctx.tracing.start(parent);
+    this.fwdHeaders.traceparent = formatTraceparent(this.span.traceId, this.span.spanId, this.span.sampled);
+    if (parent === null) delete this.fwdHeaders.tracestate;
     ctx.inFlight++;
     const refusal = headRefusal(facts, ctx.config.limits, ctx.draining);
     if (refusal?.cut) this.cut(refusal.error);
     else if (refusal) this.reject(refusal.error, refusal.closeConnection);
     else {
-      addForwardedFor(this.fwdHeaders, req.peer, ctx.isTrustedProxy(req.peer), ctx.scheme);
+      addForwardedFor(this.fwdHeaders, req.peer, trusted, ctx.scheme);
       // verification starts now, while the body arrives; nothing is forwarded before it is done
       const auth = ctx.admission.authenticate(facts.authorization);
       if (auth instanceof Promise) auth.then(this.onAuthenticated, (err: unknown) => this.onInternalError(err));
@@ -183,17 +215,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     const forwardAuth = this.poolCfg.forward_client_auth ? this.clientAuthorization : undefined;
     addUpstreamHeaders(this.fwdHeaders, this.ctx.poolKeys.get(this.pool), forwardAuth);
-    const quota = this.ctx.quota;
-    if (!quota.enabled) {
-      this.parsedBody = undefined;
-      this.startTries();
-      return;
-    }
-    // the tenant's quota, last: a request refused above never takes any of it
-    const tenant = this.tenant || 'anonymous';
-    if (quota.limitsFor(tenant).tokensPerMinute !== undefined && this.parsedBody) {
-      // the answer's real usage corrects the estimate: a stream is asked for its usage chunk (and the
-      // chunk is kept from a client that did not ask for it); a JSON answer carries usage anyway
+    if (this.parsedBody) {
+      // the answer's usage (token metrics, the access line, the tenant's token quota): a stream is asked
+      // for its usage chunk (kept from a client that did not ask for it); a JSON answer carries usage anyway
       if (USAGE_FROM_JSON_ONLY.has(this.kind)) {
         if (!this.streamRequested) this.usageMode = 'client'; // (a Responses stream's usage is not read)
       } else {
@@ -201,8 +225,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
         this.upstreamBody = u.bytes;
         this.usageMode = u.mode === 'none' && !this.streamRequested ? 'client' : u.mode;
       }
+      this.parsedBody = undefined;
     }
-    this.parsedBody = undefined;
+    const quota = this.ctx.quota;
+    if (!quota.enabled) {
+      this.startTries();
+      return;
+    }
+    // the tenant's quota, last: a request refused above never takes any of it
+    const tenant = this.tenant || 'anonymous';
     quota.admit(tenant, this.promptTokens).then(this.onQuota, (err: unknown) => this.onInternalError(err));
   }
 
@@ -305,6 +336,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private send(pick: Extract<PickResult, { kind: 'ok' }>): void {
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
+    this.picked = pick.explain;
     this.attempts++;
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool, reason: this.retryReason });
     const limits = this.ctx.config.limits;
@@ -407,7 +439,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     this.phase = 'streaming';
     this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout, this.ctx.config.debug_headers);
-    if (this.usageMode !== 'none' && statusCode < 300) this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse);
+    if (statusCode < 300) this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse);
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -431,6 +463,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       const rest = usage.end();
       if (rest.length > 0) relay.data(rest); // taken by end() below, in the same turn
       const u = usage.usage;
+      this.usage = u;
       if (u) this.lease.reconcile(u.promptTokens, u.completionTokens);
     }
     relay.end();
@@ -478,6 +511,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** After the first response byte: end an SSE stream with an error event; cut anything else. */
   private breakStream(e: ApiError): void {
+    this.errorCode ??= e.code;
     const relay = this.relay;
     if (!relay || !relay.headersSent) {
       this.fail(e);
@@ -578,6 +612,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** A refusal by cutting the connection, without an answer (see HeadRefusal.cut): counted and logged. */
   private cut(e: ApiError): void {
     if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    this.errorCode = e.code;
+    this.rejectReason = e.rejectReason;
     this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
     this.closedBy = 'gateway';
     this.finish(e.status, 'ok'); // first: closing runs onClientAbort at once, which would log a 499
@@ -587,6 +623,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */
   private reject(e: ApiError, closeConnection = false): void {
     if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    if (this.phase !== 'done' && !this.clientGone) this.rejectReason = e.rejectReason;
     this.respondError(e, closeConnection);
   }
 
@@ -596,6 +633,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   private respondError(e: ApiError, closeConnection: boolean): void {
     if (this.clientGone || this.phase === 'done') return;
+    this.errorCode = e.code;
     const body = errorBody(e);
     const endpoint = this.endpoint;
     const client = this.client;

@@ -81,6 +81,9 @@ export class GenerationContext implements GatewayContext {
   get cors() {
     return this.live.cors;
   }
+  get tracing() {
+    return this.live.tracing;
+  }
   get draining() {
     return this.live.draining;
   }

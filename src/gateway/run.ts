@@ -3,13 +3,19 @@
  * file, reload it on SIGHUP and when it changes (reload.ts).
  */
 import type { Config } from '../config/schema.js';
-import { createLogger } from '../observability/logger.js';
+import { createLogger, effectiveLevel, type Logger } from '../observability/logger.js';
 import { Gateway } from './server.js';
 import { exitDespiteIdleConnections } from '../common/listen.js';
 import { ConfigReloader } from './reload.js';
 
 export async function runGateway(config: Config, file?: string): Promise<number> {
-  const logger = createLogger(process.env.LOG_LEVEL ?? config.logging.level);
+  let logger: Logger;
+  try {
+    logger = createLogger(effectiveLevel(config.logging.level), config.logging.format);
+  } catch (err) {
+    process.stderr.write(`infergate: ${(err as Error).message}\n`);
+    return 1;
+  }
   const gateway = new Gateway(config, logger);
   let addrs;
   try {

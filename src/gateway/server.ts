@@ -28,12 +28,18 @@ import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
 import { readSecret } from '../config/secrets.js';
 import { generationOf, GenerationContext, type Generation } from './generation.js';
-import { Front } from './uws-front.js';
+import { Front, type FrontFacts } from './uws-front.js';
 import { TlsReloader } from './tls-reload.js';
 import { Cors } from './cors.js';
 import type { ApiKind } from '../openai/validate.js';
 import { API_PATHS } from '../openai/validate.js';
+import { addressMatcher } from '../common/ip.js';
+import { recordFrontAnswer } from './record.js';
+import { parseTraceparent } from '../observability/trace.js';
+import { randomUUID } from 'node:crypto';
 import { uwsInUse } from '../common/uws.js';
+import { infergateVersion } from '../common/version.js';
+import { createTracing, LOCAL_TRACING, type Tracing } from '../observability/tracing.js';
 
 export interface GatewayAddresses {
   url: string;
@@ -70,6 +76,8 @@ export class Gateway implements GatewayContext {
   private poolTls = new Map<string, UpstreamTls>();
   /** cross-origin access (the `cors` section; a change needs a restart: the front holds it) */
   readonly cors: Cors | undefined;
+  /** request spans (made by start(): the OpenTelemetry SDK is loaded only when tracing exports) */
+  tracing: Tracing = LOCAL_TRACING;
   draining = false;
   inFlight = 0;
   readonly retryBudgets = new RetryBudgets();
@@ -154,6 +162,7 @@ export class Gateway implements GatewayContext {
     // the CA certificates of HTTPS pools (check-config names a file that cannot be read)
     this.poolTls = poolTlsOf(this.config);
     this.setGeneration(generationOf(1, this.config, keys, await this.admissionFor(this.config)));
+    this.tracing = await createTracing(this.config.tracing, this.logger, infergateVersion());
     const onHandlerError = (err: unknown): Answer => {
       this.logger.error({ err }, 'request handler failed');
       return errorAnswer(errors.internal());
@@ -167,6 +176,7 @@ export class Gateway implements GatewayContext {
       headTooLarge,
       tls: listen.tls,
       onHandlerError,
+      onAnswered: (facts, status, answer) => this.frontAnswered(facts, status, answer),
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
       cors: this.cors,
       connections: {
@@ -358,6 +368,24 @@ export class Gateway implements GatewayContext {
     return undefined;
   }
 
+  /** The access line of a request the client port's front answered itself (no exchange). */
+  private frontAnswered(facts: FrontFacts, status: number, answer: Answer | undefined): void {
+    const id = facts.requestId;
+    recordFrontAnswer(this, {
+      requestId: id !== '' && id.length <= 200 ? id : randomUUID(),
+      method: facts.method,
+      path: facts.url,
+      peer: facts.peer,
+      forwardedFor: facts.xForwardedFor !== '' && this.isTrustedProxy(facts.peer) ? facts.xForwardedFor : undefined,
+      status,
+      code: answer?.code ?? (facts.cut ? 'invalid_framing' : undefined),
+      rejectReason: answer?.rejectReason,
+      traceId: parseTraceparent(facts.traceparent)?.traceId,
+      started: facts.started,
+      closedBy: facts.cut ? 'gateway' : undefined,
+    });
+  }
+
   /** Each pool's endpoints as the router sees them now (signals, age, in-flight work, eligibility). */
   poolViews(now: number): Map<string, DebugEndpoint[]> {
     const out = new Map<string, DebugEndpoint[]>();
@@ -401,6 +429,7 @@ export class Gateway implements GatewayContext {
     // the cut requests answer (error event or 503) as undici reports the destroyed connections
     if (this.inFlight > 0) await this.inFlightDone(1_000);
     await this.quota.close(); // after the last request released its lease
+    await this.tracing.shutdown(); // the last spans exported (bounded by tracing.export_timeout)
     this.adminFront?.close();
   }
 

@@ -37,6 +37,43 @@ export interface FrontOptions {
   maxBufferedBodyBytes?: number;
   /** cross-origin access (cors.ts): the headers every answer carries for its Origin, and preflights */
   cors?: CorsPolicy;
+  /**
+   * Told of each request the front answers itself (GET and HEAD routes, the fallback, refusals before a
+   * route), for the access log; the POST routes' exchanges log their own. Must not throw.
+   */
+  onAnswered?: (facts: FrontFacts, status: number, answer: Answer | undefined) => void;
+}
+
+/** What the access log needs of a request the front answered, read while its handler ran. */
+export interface FrontFacts {
+  method: string;
+  url: string;
+  peer: string;
+  /** the headers the log reads ('' when absent) */
+  xForwardedFor: string;
+  requestId: string;
+  traceparent: string;
+  /** performance.now() when the handler began */
+  started: number;
+  /** the front cut the connection without an answer */
+  cut?: boolean;
+}
+
+function frontFacts(res: HttpResponse, req: HttpRequest): FrontFacts {
+  return {
+    method: req.getCaseSensitiveMethod().toUpperCase(),
+    url: req.getUrl(),
+    peer: normalizePeer(Buffer.from(res.getRemoteAddressAsText()).toString('latin1')),
+    xForwardedFor: req.getHeader('x-forwarded-for'),
+    requestId: req.getHeader('x-request-id'),
+    traceparent: req.getHeader('traceparent'),
+    started: performance.now(),
+  };
+}
+
+/** The status code of an answer's status line ("404 Not Found" → 404). */
+function statusOf(a: Answer): number {
+  return parseInt(a.status, 10);
 }
 
 /** What the front asks of the CORS policy (cors.ts). */
@@ -102,6 +139,7 @@ export class Front {
   /** a TLS front listens sharing its port (SO_REUSEPORT) so that a reloaded app can listen beside it */
   private readonly shared: boolean;
   private readonly onHandlerError: (err: unknown) => Answer;
+  private readonly onAnswered: FrontOptions['onAnswered'];
   private socket: us_listen_socket | undefined;
   /** where it listens once it does (to listen again after pauseAccepting) */
   private address: { host: string; port: number } | undefined;
@@ -126,6 +164,7 @@ export class Front {
     this.uws = loadUws(opts.maxHeaderBytes);
     headLength = uwsInUse()?.headLength ?? false;
     this.onHandlerError = opts.onHandlerError;
+    this.onAnswered = opts.onAnswered;
     this.maxHeaderBytes = opts.maxHeaderBytes;
     this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
     this.limits = opts.connections;
@@ -209,7 +248,7 @@ export class Front {
     this.addRoute(path, ['POST']);
     this.route((app) => app.post(path, (res, req) => {
       const extra = this.corsOf(req);
-      if (this.limits !== undefined && !this.admit(res, false, extra)) return;
+      if (this.limits !== undefined && !this.admit(res, false, extra, req)) return;
       const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
       // made for a body in several chunks; undefined again once the body is handed on or refused
@@ -226,6 +265,8 @@ export class Front {
           handler?.onInternalError(err);
         }
       });
+      // read now (req is invalid later), used only if starting the handler fails
+      const facts = this.onAnswered ? frontFacts(res, req) : undefined;
       try {
         handler = start(res, request);
       } catch (err) {
@@ -233,6 +274,7 @@ export class Front {
         try {
           const answer = onHandlerError(err);
           res.cork(() => writeAnswer(res, answer, false, false, extra));
+          this.answered(facts, answer);
         } catch {
           // the response was already ended or aborted
         }
@@ -321,8 +363,9 @@ export class Front {
     this.addRoute(path, ['GET', 'HEAD']);
     const route = (head: boolean) => (res: HttpResponse, req: HttpRequest) => {
       const extra = this.corsOf(req);
-      if (this.refusedBeforeRoute(res, req, head, extra)) return;
-      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req), req.getUrl()), head, extra);
+      const facts = this.onAnswered ? frontFacts(res, req) : undefined;
+      if (this.refusedBeforeRoute(res, req, head, extra, facts)) return;
+      this.respond(res, this.answerOf(answer, head, req.getQuery() ?? '', authorizationOf(req), req.getUrl()), head, extra, facts);
     };
     this.route((app) => app.get(path, route(false)).head(path, route(true)));
   }
@@ -338,7 +381,8 @@ export class Front {
     this.route((app) => app.any('/*', (res, req) => {
       const method = req.getCaseSensitiveMethod();
       const extra = this.corsOf(req);
-      if (this.refusedBeforeRoute(res, req, method === 'HEAD', extra)) return;
+      const facts = this.onAnswered ? frontFacts(res, req) : undefined;
+      if (this.refusedBeforeRoute(res, req, method === 'HEAD', extra, facts)) return;
       const url = req.getUrl();
       const methods = this.methodsOf(url);
       const allow = methods === undefined ? undefined : `${methods}, OPTIONS`;
@@ -357,6 +401,7 @@ export class Front {
         a = this.onHandlerError(err);
       }
       writeAnswerCorked(res, a, method === 'HEAD', extra, allow);
+      this.answered(facts, a);
     }));
   }
 
@@ -385,6 +430,16 @@ export class Front {
     return this.cors === undefined ? NO_HEADERS_LIST : this.cors.actual(req.getHeader('origin'));
   }
 
+  /** Tells onAnswered (when set and the request's facts were read) of an answer the front gave. */
+  private answered(facts: FrontFacts | undefined, a: Answer | undefined, status = a ? statusOf(a) : 0): void {
+    if (facts === undefined || this.onAnswered === undefined) return;
+    try {
+      this.onAnswered(facts, status, a);
+    } catch {
+      // logging must never reach uWS's callback
+    }
+  }
+
   /** Requests in progress on this listener (counted when it has connection limits). */
   get openConnections(): number {
     return this.open;
@@ -406,7 +461,7 @@ export class Front {
    * Counts the request about to be handled on `res`, or answers it 503 with `Connection: close` when a
    * bound is reached (false). A refusal costs one small write; the closed connection frees its descriptor.
    */
-  private admit(res: HttpResponse, head = false, extra = NO_HEADERS_LIST): boolean {
+  private admit(res: HttpResponse, head = false, extra = NO_HEADERS_LIST, req?: HttpRequest, facts?: FrontFacts): boolean {
     const limits = this.limits!;
     let who: string | undefined;
     let refused = this.open >= limits.max;
@@ -417,8 +472,10 @@ export class Front {
       refused = perClient;
     }
     if (refused) {
+      const f = facts ?? (this.onAnswered && req ? frontFacts(res, req) : undefined);
       res.cork(() => writeAnswer(res, limits.refusal, head, true, extra));
       limits.onRefused(perClient);
+      this.answered(f, limits.refusal);
       return false;
     }
     this.open++;
@@ -431,19 +488,28 @@ export class Front {
    * A GET, HEAD or fallback request refused before its route: beyond the connection bounds (503), or with
    * a head over the header limit (uWS checks it only for a head that spans several reads). Answered here.
    */
-  private refusedBeforeRoute(res: HttpResponse, req: HttpRequest, head: boolean, extra = NO_HEADERS_LIST): boolean {
+  private refusedBeforeRoute(
+    res: HttpResponse,
+    req: HttpRequest,
+    head: boolean,
+    extra: ReadonlyArray<readonly [string, string]> = NO_HEADERS_LIST,
+    facts?: FrontFacts,
+  ): boolean {
     if (this.limits !== undefined) {
-      if (!this.admit(res, head, extra)) return true;
+      if (!this.admit(res, head, extra, req, facts)) return true;
       this.release(res); // answered at once (or, for a promised answer, soon): counted only as a check
     }
     if (headBytes(req) > this.maxHeaderBytes) {
       res.cork(() => writeAnswer(res, this.headTooLarge, head, false, extra));
+      this.answered(facts, this.headTooLarge);
       return true;
     }
     // Framing two parsers could read differently: as on the POST routes, the connection is cut without an
     // answer, or uWS would read the bytes after this head as a further request and serve it (smuggling).
     if (framingFacts(req) !== undefined) {
       res.close();
+      if (facts) facts.cut = true;
+      this.answered(facts, undefined, 400);
       return true;
     }
     return false;
@@ -536,24 +602,29 @@ export class Front {
     }
   }
 
-  private respond(res: HttpResponse, answer: Answer | Promise<Answer>, head: boolean, extra: ReadonlyArray<readonly [string, string]>): void {
+  private respond(
+    res: HttpResponse,
+    answer: Answer | Promise<Answer>,
+    head: boolean,
+    extra: ReadonlyArray<readonly [string, string]>,
+    facts?: FrontFacts,
+  ): void {
     if (!(answer instanceof Promise)) {
       res.cork(() => writeAnswer(res, answer, head, false, extra));
+      this.answered(facts, answer);
       return;
     }
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
+      this.answered(facts, undefined, 499); // the client left before the answer
     });
-    answer.then(
-      (a) => {
-        if (!aborted) res.cork(() => writeAnswer(res, a, head, false, extra));
-      },
-      (err: unknown) => {
-        const a = this.onHandlerError(err);
-        if (!aborted) res.cork(() => writeAnswer(res, a, head, false, extra));
-      },
-    );
+    const send = (a: Answer) => {
+      if (aborted) return;
+      res.cork(() => writeAnswer(res, a, head, false, extra));
+      this.answered(facts, a);
+    };
+    answer.then(send, (err: unknown) => send(this.onHandlerError(err)));
   }
 }
 

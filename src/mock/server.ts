@@ -19,6 +19,15 @@ import { profileFromOptions, type MockOptions } from './options.js';
 import { newReply, ReplyWriter, type Reply } from './stream.js';
 import { METRICS_CONTENT_TYPE, VllmMetrics } from './vllm-metrics.js';
 
+/** What GET /mock/requests shows of each inference request (for tests of what a gateway forwards). */
+interface SeenRequest {
+  path: string;
+  x_request_id?: string;
+  traceparent?: string;
+  tracestate?: string;
+}
+const SEEN_KEPT = 64;
+
 /** HOST:PORT as an endpoint is written (an IPv6 address in brackets). */
 function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
@@ -164,12 +173,31 @@ export class MockServer {
 
   private routes(): void {
     const app = this.app;
-    app.post('/v1/chat/completions', (res) => this.completion(res, true));
-    app.post('/v1/completions', (res) => this.completion(res, false));
-    app.post('/v1/embeddings', (res) => this.answerWhole(res, (text) => embeddingsAnswer(text, this.served(), this.newId())));
-    app.post('/v1/responses', (res) => this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId())));
-    app.post('/tokenize', (res) => this.answerWhole(res, (text) => tokenizeAnswer(text, this.served())));
-    app.post('/detokenize', (res) => this.answerWhole(res, (text) => detokenizeAnswer(text, this.served())));
+    app.post('/v1/chat/completions', (res, req) => {
+      this.noteRequest(req, '/v1/chat/completions');
+      this.completion(res, true);
+    });
+    app.post('/v1/completions', (res, req) => {
+      this.noteRequest(req, '/v1/completions');
+      this.completion(res, false);
+    });
+    app.post('/v1/embeddings', (res, req) => {
+      this.noteRequest(req, '/v1/embeddings');
+      this.answerWhole(res, (text) => embeddingsAnswer(text, this.served(), this.newId()));
+    });
+    app.post('/v1/responses', (res, req) => {
+      this.noteRequest(req, '/v1/responses');
+      this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId()));
+    });
+    app.post('/tokenize', (res, req) => {
+      this.noteRequest(req, '/tokenize');
+      this.answerWhole(res, (text) => tokenizeAnswer(text, this.served()));
+    });
+    app.post('/detokenize', (res, req) => {
+      this.noteRequest(req, '/detokenize');
+      this.answerWhole(res, (text) => detokenizeAnswer(text, this.served()));
+    });
+    app.get('/mock/requests', (res) => this.send(res, 200, JSON.stringify({ requests: this.seen })));
     app.get('/v1/models', (res) => this.send(res, 200, modelsBody(this.model, this.loras, this.engine.profile.maxModelLen, Math.floor(Date.now() / 1000))));
     app.get('/health', (res) => this.send(res, 200, '', 'text/plain'));
     app.get('/metrics', (res) => this.scrape(res));
@@ -181,6 +209,15 @@ export class MockServer {
     app.head('/health', (res) => this.send(res, 200, '', 'text/plain', true));
     app.head('/metrics', (res) => this.send(res, 200, '', METRICS_CONTENT_TYPE, true));
     app.any('/*', (res, req) => this.send(res, 404, JSON.stringify({ detail: 'Not Found' }), 'application/json', req.getMethod() === 'head'));
+  }
+
+  /** The trace headers of the last SEEN_KEPT inference requests, oldest first (GET /mock/requests). */
+  private readonly seen: SeenRequest[] = [];
+
+  private noteRequest(req: { getHeader(name: string): string }, path: string): void {
+    const header = (name: string) => req.getHeader(name) || undefined;
+    if (this.seen.length >= SEEN_KEPT) this.seen.shift();
+    this.seen.push({ path, x_request_id: header('x-request-id'), traceparent: header('traceparent'), tracestate: header('tracestate') });
   }
 
   /** Read a whole body, then call `done` (not called if aborted or too large). */

@@ -60,6 +60,7 @@ export class GatewayMetrics {
   readonly retryBudgetExhausted: client.Counter<'pool'>;
   readonly ejections: client.Counter<'pool' | 'endpoint' | 'reason'>;
   readonly ejectionsHeldBack: client.Counter<'pool' | 'endpoint'>;
+  readonly tokens: client.Counter<'model' | 'pool' | 'kind'>;
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   /** infergate_auth_disabled (set again when a reload changes auth.mode) */
@@ -97,6 +98,13 @@ export class GatewayMetrics {
     });
     c.count.inc();
     c.duration.observe(seconds);
+  }
+
+  /** The tokens of one answer, from its `usage` (prompt and completion). */
+  tokensUsed(model: string, pool: string, prompt: number, completion: number): void {
+    const c = this.child(`k\0${model}\0${pool}`, () => ({ prompt: this.tokens.labels(model, pool, 'prompt'), completion: this.tokens.labels(model, pool, 'completion') }));
+    if (prompt > 0) c.prompt.inc(prompt);
+    if (completion > 0) c.completion.inc(completion);
   }
 
   shadowPick(pool: string, policy: string, outcome: string): void {
@@ -205,6 +213,11 @@ export class GatewayMetrics {
       name: 'infergate_ejections_held_back_total',
       help: 'Ejections not made because the pool already had max_ejection_percent of its endpoints ejected.',
       labelNames: ['pool', 'endpoint'], registers,
+    });
+    this.tokens = new client.Counter({
+      name: 'infergate_tokens_total',
+      help: 'Tokens of answered requests as the model server\'s usage reports them, by model (as the client named it), pool and kind (prompt, completion).',
+      labelNames: ['model', 'pool', 'kind'], registers,
     });
     this.pickDuration = new FastHistogram(
       'infergate_pick_duration_seconds',

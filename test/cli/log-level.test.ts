@@ -33,3 +33,22 @@ t.test('no LOG_LEVEL → the config\'s warn holds: no access line', async (t) =>
   t.notMatch(gw.proc.stdout(), /"msg":"request"/, 'no access line');
   t.match(gw.proc.stdout(), /listening on/, 'the process ran and printed its start');
 });
+
+t.test('an unknown LOG_LEVEL stops the start, naming the levels', async (t) => {
+  await t.rejects(startGateway(config, { LOG_LEVEL: 'loud' }), /LOG_LEVEL="loud" is not a level \(fatal, error, warn, info, debug, trace, silent\)/);
+});
+
+t.test('logging.format: json whatever the output; pretty through pino-pretty (a development dependency)', async (t) => {
+  const json = await startGateway({ ...config, logging: { level: 'info', access_log: true, format: 'json' } });
+  t.teardown(() => json.stop());
+  await served(json.url);
+  const line = await until(() => json.proc.stdout().split('\n').find((l) => l.includes('"msg":"request"')), 5_000, 'the JSON access line');
+  t.match(JSON.parse(line!), { msg: 'request', status: 200 });
+  const pretty = await startGateway({ ...config, logging: { level: 'info', access_log: true, format: 'pretty' } });
+  t.teardown(() => pretty.stop());
+  await served(pretty.url);
+  // pino-pretty's line: time, level and message, then the fields indented one per line (no JSON object)
+  // (no colours: the output is not a terminal)
+  await until(() => /INFO[^\n]*request\n(?:\s+\w+: .*\n)*\s+status: 200\n/.test(pretty.proc.stdout()), 10_000, 'the pretty access line');
+  t.notMatch(pretty.proc.stdout(), /"msg":"request"/, 'no JSON line');
+});

@@ -69,6 +69,14 @@ export function sseBody(n: number, id = 'chatcmpl-test'): string {
   return s;
 }
 
+/**
+ * An SSE body as a client that did not ask for usage receives it through the gateway: the gateway asks
+ * every stream for its usage chunk (to count tokens) and takes it out for such a client.
+ */
+export function withoutUsage(sse: string): string {
+  return sse.split(/(?<=\n\n)/).filter((e) => !(e.includes('"usage"') && e.includes('"choices":[]'))).join('');
+}
+
 /** Writes an SSE body event by event, each in its own write, `gapMs` apart. */
 export function streamSse(res: ServerResponse, body: string, gapMs = 0): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-upstream': 'yes' });

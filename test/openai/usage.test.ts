@@ -2,7 +2,7 @@
 // bytes in place; the extra usage chunk taken out of what the client receives, however the bytes are cut.
 import t from 'tap';
 import { Agent, request } from 'undici';
-import { AnswerUsage, readUsage, SseUsage, topLevelSpan, usageOf, withIncludeUsage } from '../../src/openai/usage.js';
+import { AnswerUsage, hasUsageKey, readUsage, SseUsage, topLevelSpan, usageOf, withIncludeUsage } from '../../src/openai/usage.js';
 import { startMockServers } from '../../src/mock/index.js';
 
 // vLLM's streamed chat answer with include_usage, as it frames it (one data line per event)
@@ -174,4 +174,12 @@ t.test('AnswerUsage: one object for either kind of answer', async (t) => {
   const c = new AnswerUsage('client', true);
   t.equal(Buffer.concat([c.data(bytes), c.end()]).toString(), VLLM_STREAM);
   t.same(c.usage, { promptTokens: 17, completionTokens: 3 });
+});
+
+t.test('hasUsageKey finds "usage" (quotes included) anywhere, and nothing else', async (t) => {
+  const cases: Array<[string, boolean]> = [
+    ['"usage"', true], ['{"usage":{"prompt_tokens":1}}', true], ['uuu "usage" uu', true], ['data: {"object":"chat.completion.chunk","usage":null}', true],
+    ['', false], ['"usage', false], ['usage"', false], ['"usag"', false], ['"usaGe"', false], ['"usages"', false], ['data: {"object":"chat.completion.chunk"}', false],
+  ];
+  for (const [text, want] of cases) t.equal(hasUsageKey(Buffer.from(text)), want, JSON.stringify(text));
 });
