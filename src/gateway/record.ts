@@ -17,6 +17,9 @@ export interface ExchangeRecord {
   readonly firstByteAt: number;
   /** who ended it before its end: the client leaving (logged 499) or the gateway (a client too slow) */
   readonly closedBy?: 'client' | 'gateway';
+  /** its flow-control class, and how long it waited in its pool's queue (0: it did not) */
+  readonly priority?: string;
+  readonly queuedMs?: number;
 }
 
 export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: number): void {
@@ -32,6 +35,8 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         ttft_ms: ex.firstByteAt ? Math.round((ex.firstByteAt - ex.started) * 10) / 10 : undefined,
         duration_ms: Math.round(seconds * 10000) / 10,
         closed_by: ex.closedBy,
+        priority: ex.pool ? ex.priority : undefined,
+        queued_ms: ex.queuedMs ? Math.round(ex.queuedMs * 10) / 10 : undefined,
       },
       'request',
     );

@@ -26,6 +26,7 @@ import { Authenticator, isApiError, type AuthResult } from '../auth/authenticato
 import { readSecret } from '../config/secrets.js';
 import { addressMatcher } from '../common/ip.js';
 import { Front } from './uws-front.js';
+import { FlowControl } from './flow.js';
 import { uwsInUse } from '../common/uws.js';
 
 export interface GatewayAddresses {
@@ -42,6 +43,7 @@ export class Gateway implements GatewayContext {
   readonly stickyHeaders: ReadonlySet<string>;
   readonly decisions: DecisionRing | null;
   readonly quota: Quota;
+  readonly flow: FlowControl;
   /** Date.now() when the process began (the status page's uptime) */
   readonly startedAt = Date.now();
   readonly isTrustedProxy: (peer: string) => boolean;
@@ -74,7 +76,9 @@ export class Gateway implements GatewayContext {
       },
       authDisabled: config.auth.mode === 'none',
       uwsVersion: () => uwsInUse()?.version,
+      queues: () => this.flow.lengths(),
     });
+    this.flow = new FlowControl(config, this.metrics, (err) => this.logger.error({ err }, 'flow control failed'));
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
     this.quota = new Quota(config.tenants, config.quota, {
       logger: this.logger,
@@ -141,7 +145,22 @@ export class Gateway implements GatewayContext {
       this.metrics.retainEndpoints(all);
     });
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys), this.logger);
+    // new signals may show room for a queued request (flow.ts)
+    const router = this.router;
+    const flow = this.flow;
+    const scrapeTarget = {
+      pools: () => router.pools(),
+      endpoints: (pool: string) => router.endpoints(pool),
+      updateSignals(endpoint: string, sig: Parameters<Router['updateSignals']>[1], now: number): void {
+        router.updateSignals(endpoint, sig, now);
+        flow.wakeAll();
+      },
+      signalsFailed(endpoint: string, now: number): void {
+        router.signalsFailed(endpoint, now);
+        flow.wakeAll();
+      },
+    };
+    this.scraper = new Scraper(scrapeTarget, scraperConfig(this.config, this.poolKeys), this.logger);
     this.scraper.start();
     const scheme = listen.tls ? 'https' : 'http';
     return {
@@ -232,6 +251,7 @@ export class Gateway implements GatewayContext {
       await this.inFlightDone(drainMs);
       if (this.inFlight > 0) this.logger.warn({ in_flight: this.inFlight }, 'drain timeout: cutting the requests left');
     }
+    this.flow.close(); // requests still queued get 503 shutting_down
     this.discovery?.stop();
     this.admission.close();
     await this.scraper?.stop();
