@@ -215,6 +215,7 @@ export class FlowControl {
         q.retryAfterS = pick.retryAfterS;
         return;
       }
+      q.waiting.shift(); // the head (`w`): shifting passes the turn to the next tenant of its class
       this.take(m, 'dispatched');
       try {
         m.dequeued(pick);
@@ -232,13 +233,13 @@ export class FlowControl {
     this.refuse(m, errors.queueTimeout(m.pool, waitedS, slot.queue.retryAfterS));
   }
 
-  /** Out of the queue (if in it): timer cleared, the wait observed. */
+  /** Out of the queue (if still in it: `remove` does not pass the tenant's turn), timer cleared, the wait observed. */
   private take(m: QueueMember, outcome: LeaveOutcome): void {
     const slot = this.slots.get(m);
     if (!slot) return;
     this.slots.delete(m);
     clearTimeout(slot.timer);
-    slot.queue.waiting.remove(slot.waiter);
+    if (slot.waiter.queued) slot.queue.waiting.remove(slot.waiter);
     this.metrics.queueWait.observe({ pool: m.pool, priority: m.priority, outcome }, (performance.now() - slot.waiter.since) / 1000);
   }
 
