@@ -12,8 +12,8 @@
  *   takes the place of the newest waiter of the least important class below its own, if there is one
  *   (returned as `evicted`, for the caller to refuse); otherwise it is refused (`full`).
  *
- * `remove` takes a waiter out from anywhere (its client left, its wait expired), in time proportional to
- * its tenant's waiters in that class.
+ * `remove` takes a waiter out from anywhere (its client left, its wait expired) in constant time, so a
+ * long queue emptied by expiries costs no more than a short one.
  */
 
 export const PRIORITY_CLASSES = ['critical', 'standard', 'sheddable'] as const;
@@ -36,63 +36,79 @@ export interface Waiter<T> {
   queued: boolean;
 }
 
+/** A waiter with its links in its tenant's list (internal). */
+interface Node<T> extends Waiter<T> {
+  prev: Node<T> | undefined;
+  next: Node<T> | undefined;
+}
+
+/** One tenant's waiters of one class, oldest first: a doubly linked list (push, shift and remove in O(1)). */
+interface Fifo<T> {
+  head: Node<T> | undefined;
+  tail: Node<T> | undefined;
+}
+
 /** One class: each tenant's FIFO, and the tenants' turn order. */
 class ClassQueue<T> {
-  readonly byTenant = new Map<string, Waiter<T>[]>();
+  readonly byTenant = new Map<string, Fifo<T>>();
   /** tenants with a waiter, in turn order; `next` is the one served next */
   readonly turns: string[] = [];
   next = 0;
   size = 0;
 
-  push(w: Waiter<T>): void {
+  push(w: Node<T>): void {
     let fifo = this.byTenant.get(w.tenant);
     if (!fifo) {
-      fifo = [];
+      fifo = { head: undefined, tail: undefined };
       this.byTenant.set(w.tenant, fifo);
       // joins at the end of the current round: just before the tenant served next
       this.turns.splice(this.next, 0, w.tenant);
       this.next++;
       if (this.next >= this.turns.length) this.next = 0;
     }
-    fifo.push(w);
+    w.prev = fifo.tail;
+    if (fifo.tail) fifo.tail.next = w;
+    else fifo.head = w;
+    fifo.tail = w;
     this.size++;
   }
 
-  peek(): Waiter<T> | undefined {
+  peek(): Node<T> | undefined {
     if (this.size === 0) return undefined;
-    return this.byTenant.get(this.turns[this.next])![0];
+    return this.byTenant.get(this.turns[this.next])!.head;
   }
 
   /** Takes the head out and passes the turn to the next tenant. */
-  shift(): Waiter<T> | undefined {
+  shift(): Node<T> | undefined {
     const w = this.peek();
     if (!w) return undefined;
-    const fifo = this.byTenant.get(w.tenant)!;
-    fifo.shift();
-    this.size--;
-    if (fifo.length === 0) this.dropTenant(this.next);
+    const emptied = this.unlink(w);
+    if (emptied) this.dropTenant(this.next);
     else this.next = (this.next + 1) % this.turns.length;
     return w;
   }
 
-  remove(w: Waiter<T>): boolean {
-    const fifo = this.byTenant.get(w.tenant);
-    if (!fifo) return false;
-    const i = fifo.indexOf(w);
-    if (i < 0) return false;
-    fifo.splice(i, 1);
-    this.size--;
-    if (fifo.length === 0) this.dropTenant(this.turns.indexOf(w.tenant));
-    return true;
+  /** Takes `w` out (it must be in this class); its tenant keeps its turn. */
+  remove(w: Node<T>): void {
+    if (this.unlink(w)) this.dropTenant(this.turns.indexOf(w.tenant));
   }
 
-  newest(): Waiter<T> | undefined {
-    let best: Waiter<T> | undefined;
-    for (const fifo of this.byTenant.values()) {
-      const last = fifo[fifo.length - 1];
-      if (last && (!best || last.seq > best.seq)) best = last;
-    }
+  newest(): Node<T> | undefined {
+    let best: Node<T> | undefined;
+    for (const fifo of this.byTenant.values()) if (fifo.tail && (!best || fifo.tail.seq > best.seq)) best = fifo.tail;
     return best;
+  }
+
+  /** Unlinks `w` from its tenant's list; true when that list is now empty. */
+  private unlink(w: Node<T>): boolean {
+    const fifo = this.byTenant.get(w.tenant)!;
+    if (w.prev) w.prev.next = w.next;
+    else fifo.head = w.next;
+    if (w.next) w.next.prev = w.prev;
+    else fifo.tail = w.prev;
+    w.prev = w.next = undefined;
+    this.size--;
+    return fifo.head === undefined;
   }
 
   private dropTenant(at: number): void {
@@ -136,7 +152,7 @@ export class WaitQueue<T> {
       if (!evicted) return { kind: 'full' };
       this.remove(evicted);
     }
-    const waiter: Waiter<T> = { item, priority, tenant, since: now, seq: this.seq++, queued: true };
+    const waiter: Node<T> = { item, priority, tenant, since: now, seq: this.seq++, queued: true, prev: undefined, next: undefined };
     this.classes[classRank(priority)].push(waiter);
     this.total++;
     return evicted ? { kind: 'queued', waiter, evicted } : { kind: 'queued', waiter };
@@ -163,10 +179,10 @@ export class WaitQueue<T> {
     return undefined;
   }
 
-  /** Takes `w` out wherever it is; false when it was not queued. */
+  /** Takes `w` out wherever it is (in O(1), whatever the queue's length); false when it was not queued. */
   remove(w: Waiter<T>): boolean {
     if (!w.queued) return false;
-    if (!this.classes[classRank(w.priority)].remove(w)) return false;
+    this.classes[classRank(w.priority)].remove(w as Node<T>);
     this.total--;
     w.queued = false;
     return true;
