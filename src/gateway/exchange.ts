@@ -301,7 +301,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
 
   pickFromQueue(): PickResult {
-    return choose(this.ctx, this, undefined, true);
+    return choose(this.ctx, this, undefined, true, true);
   }
 
   dequeued(pick: Exclude<PickResult, { kind: 'saturated' }>): void {
