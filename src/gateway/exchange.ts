@@ -58,6 +58,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   priority: PriorityClass = 'standard';
   /** whether `priority` was decided (at admission); before, refusals carry no class */
   private classified = false;
+  /** the class once decided, for the access log */
+  get priorityClass(): PriorityClass | undefined {
+    return this.classified ? this.priority : undefined;
+  }
   /** the priority header's value when its sender is trusted with it (auth.priority_header) */
   private headerPriority: string | undefined;
   /** performance.now() when it entered its pool's queue (0: never), and how long it stayed */
@@ -544,7 +548,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** A refusal by cutting the connection, without an answer (see HeadRefusal.cut): counted and logged. */
   private cut(e: ApiError): void {
-    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.classified ? this.priority : '' });
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.priorityClass ?? '' });
     this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
     this.closedBy = 'gateway';
     this.finish(e.status, 'ok'); // first: closing runs onClientAbort at once, which would log a 499
@@ -553,7 +557,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */
   private reject(e: ApiError, closeConnection = false): void {
-    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.classified ? this.priority : '' });
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.priorityClass ?? '' });
     this.respondError(e, closeConnection);
   }
 

@@ -17,8 +17,8 @@ export interface ExchangeRecord {
   readonly firstByteAt: number;
   /** who ended it before its end: the client leaving (logged 499) or the gateway (a client too slow) */
   readonly closedBy?: 'client' | 'gateway';
-  /** its flow-control class, and how long it waited in its pool's queue (0: it did not) */
-  readonly priority?: string;
+  /** its flow-control class once decided (at admission), and how long it waited in its pool's queue (0: it did not) */
+  readonly priorityClass?: string;
   readonly queuedMs?: number;
 }
 
@@ -35,7 +35,7 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         ttft_ms: ex.firstByteAt ? Math.round((ex.firstByteAt - ex.started) * 10) / 10 : undefined,
         duration_ms: Math.round(seconds * 10000) / 10,
         closed_by: ex.closedBy,
-        priority: ex.pool ? ex.priority : undefined,
+        priority: ex.priorityClass,
         queued_ms: ex.queuedMs ? Math.round(ex.queuedMs * 10) / 10 : undefined,
       },
       'request',
