@@ -80,6 +80,12 @@ export function configWarnings(config: Config): ConfigNotice[] {
     if (pool.saturation.queue_depth === 0 && pool.saturation.kv_cache === 0) {
       out.push({ path: ['pools', name, 'saturation'], message: 'queue_depth and kv_cache are both 0: this pool never answers 429, overload piles onto the model servers' });
     }
+    if (pool.queue.max_length > 0 && pool.queue.max_wait >= l.request_timeout) {
+      out.push({
+        path: ['pools', name, 'queue', 'max_wait'],
+        message: `${s(pool.queue.max_wait)} is not shorter than request_timeout (${s(l.request_timeout)}): a request waiting that long is cut as timed out (504) instead of getting its 429 with Retry-After`,
+      });
+    }
   }
   return out;
 }

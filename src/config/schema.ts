@@ -144,10 +144,26 @@ const jwt = z.strictObject({
   public_key: refused('Never accepted: a key is not written in the config file (use public_key_file or public_key_env).'),
 });
 
+/** A request header naming the request's priority class, believed only as far as `trust` says. */
+const priorityHeader = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'a header name (letters, digits, "-")')
+      .default('x-infergate-priority')
+      .describe('The request header that names a priority class (critical, standard or sheddable).'),
+    trust: z
+      .enum(['never', 'trusted_proxies', 'always'])
+      .default('never')
+      .describe('Whose header is believed: nobody (never), peers in trusted_proxies, or every client (always).'),
+  })
+  .describe('A request header that sets the priority class when no token claim or tenant override does.');
+
 const auth = z.strictObject({
   mode: z.enum(['jwt', 'none'], { message: 'auth.mode must be "jwt" or "none" (there is no default)' }).describe('Whether every request must carry a verified JWT (jwt) or none is asked for (none); required.'),
   allow_unauthenticated: z.boolean().default(false).describe('Must be true with mode: none, to say on purpose that anyone who reaches the port may use every model.'),
   jwt: jwt.optional().describe('How tokens are verified with mode: jwt: exactly one key source, the issuer, audience and algorithms.'),
+  priority_header: priorityHeader.prefault({}),
 });
 
 /**
@@ -366,6 +382,19 @@ const pool = z.strictObject({
     })
     .prefault({})
     .describe('How many retries a pool may have in progress at once, so that retries cannot multiply the load on a failing pool.'),
+  queue: z
+    .strictObject({
+      max_length: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .default(0)
+        .describe('Requests (critical and standard) that may wait in the gateway while the pool is saturated; 0 turns the queue off (429 at once).'),
+      max_wait: duration('10s').describe('The longest a request waits in the queue before it is answered 429, as a duration ("10s").'),
+    })
+    .prefault({})
+    .describe('The per-pool wait queue of flow control: on saturation sheddable requests are refused, the others wait here, highest class first, tenants taking turns.'),
   saturation: z
     .strictObject({
       /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the

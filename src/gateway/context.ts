@@ -11,6 +11,7 @@ import type { Quota } from '../quota/index.js';
 import type { RetryBudgets } from './retry.js';
 import type { Cors } from './cors.js';
 import type { Tracing } from '../observability/tracing.js';
+import type { FlowControl } from './flow.js';
 
 export interface GatewayContext {
   config: Config;
@@ -26,6 +27,8 @@ export interface GatewayContext {
   admission: Admission;
   /** tenant quotas (src/quota/): admission's last step, and the usage charged when an answer ends */
   readonly quota: Quota;
+  /** flow control: priority classes and each pool's wait queue (flow.ts) */
+  readonly flow: FlowControl;
   /** pool → the key sent upstream as `Authorization: Bearer` (api_key_file / api_key_env) */
   poolKeys: ReadonlyMap<string, string>;
   /** whether a peer address is in trusted_proxies (its X-Forwarded-* are believed) */

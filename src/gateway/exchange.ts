@@ -19,7 +19,7 @@ import { errors, errorBody, type ApiError } from '../openai/errors.js';
 import { AnswerUsage, withIncludeUsage, type Usage, type UsageMode } from '../openai/usage.js';
 import { NO_LEASE, quotaError, rateLimitHeaders, type QuotaDecision, type QuotaLease } from '../quota/index.js';
 import type { PoolConfig } from '../config/schema.js';
-import type { PickExplain, PickResult, Ticket } from '../routing/index.js';
+import type { PickExplain, PickResult, PriorityClass, Ticket } from '../routing/index.js';
 import { formatTraceparent, parseTraceparent } from '../observability/trace.js';
 import type { RequestSpan } from '../observability/tracing.js';
 import { EMPTY } from './buffers.js';
@@ -33,6 +33,7 @@ import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
 import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
+import { priorityOf, trustedPriorityHeader, type QueueMember } from './flow.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
 
 /**
@@ -41,10 +42,13 @@ import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } fr
  */
 const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize']);
 
-/** body: reading it; admission: body checked, waiting for the token's verification or a check */
-type Phase = 'body' | 'admission' | 'upstream' | 'streaming' | 'done';
+/**
+ * body: reading it; admission: body checked, waiting for the token's verification or a check; queued: in
+ * its pool's flow-control queue (flow.ts), nothing sent yet
+ */
+type Phase = 'body' | 'admission' | 'queued' | 'upstream' | 'streaming' | 'done';
 
-export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord {
+export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord, QueueMember {
   readonly started = performance.now();
   readonly requestId: string;
   readonly method: string;
@@ -71,6 +75,19 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
   private phase: Phase = 'body';
   private clientGone = false;
+  /** the request's class for flow control (flow.ts: priorityOf), set at admission */
+  priority: PriorityClass = 'standard';
+  /** whether `priority` was decided (at admission); before, refusals carry no class */
+  private classified = false;
+  /** the class once decided, for the access log */
+  get priorityClass(): PriorityClass | undefined {
+    return this.classified ? this.priority : undefined;
+  }
+  /** the priority header's value when its sender is trusted with it (auth.priority_header) */
+  private headerPriority: string | undefined;
+  /** performance.now() when it entered its pool's queue (0: never), and how long it stayed */
+  private queuedAt = 0;
+  queuedMs = 0;
 
   // routing (what a pick and the access log need)
   modelLabel = '';
@@ -160,6 +177,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     else if (refusal) this.reject(refusal.error, refusal.closeConnection);
     else {
       addForwardedFor(this.fwdHeaders, req.peer, trusted, ctx.scheme);
+      this.headerPriority = trustedPriorityHeader(ctx.config.auth.priority_header, this.fwdHeaders, () => trusted);
       // verification starts now, while the body arrives; nothing is forwarded before it is done
       const auth = ctx.admission.authenticate(facts.authorization);
       if (auth instanceof Promise) auth.then(this.onAuthenticated, (err: unknown) => this.onInternalError(err));
@@ -189,6 +207,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** The body is checked and the token verified: the token's models, then the other checks. */
   private admit(): void {
+    this.priority = priorityOf(this.identity, this.ctx.config.tenants, this.headerPriority);
+    this.classified = true;
     const verdict = this.ctx.admission.admit({
       identity: this.identity!,
       model: this.modelLabel,
@@ -327,10 +347,48 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** First try, or a retry after a failure before the first byte: pick (excluding failed endpoints) and send. */
   private tryNext(): void {
-    const pick = choose(this.ctx, this, this.failed, this.attempts === 0);
-    if (pick.kind === 'saturated') this.reject(errors.saturated(this.pool, pick.retryAfterS));
-    else if (pick.kind === 'unavailable') this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
+    const first = this.attempts === 0;
+    if (first && this.ctx.flow.mustQueue(this)) {
+      this.waitInQueue(undefined); // others of its class or higher wait already: never overtake them
+      return;
+    }
+    const pick = choose(this.ctx, this, this.failed, first);
+    if (pick.kind === 'saturated') {
+      if (first) this.waitInQueue(pick.retryAfterS);
+      else this.reject(errors.saturated(this.pool, pick.retryAfterS));
+    } else if (pick.kind === 'unavailable') this.fail(this.attempts === 0 ? errors.noEndpoint() : this.lastError ?? errors.upstreamUnavailable());
     else this.send(pick);
+  }
+
+  // ---------------------------------------------------------------- flow control (flow.ts: QueueMember)
+
+  /** The pool is saturated for this request: it waits in the pool's queue, or is refused (sheddable, full, off). */
+  private waitInQueue(retryAfterS: number | undefined): void {
+    this.phase = 'queued';
+    this.queuedAt = performance.now();
+    const refusal = this.ctx.flow.enqueue(this, retryAfterS);
+    if (refusal) this.reject(refusal);
+  }
+
+  pickFromQueue(): PickResult {
+    return choose(this.ctx, this, undefined, true, true);
+  }
+
+  dequeued(pick: Exclude<PickResult, { kind: 'saturated' }>): void {
+    if (this.phase !== 'queued') {
+      if (pick.kind === 'ok') this.ctx.router.onEnd(pick.ticket, Date.now(), 'aborted'); // nothing to send it for
+      return;
+    }
+    this.queuedMs = performance.now() - this.queuedAt;
+    this.phase = 'upstream';
+    if (pick.kind === 'ok') this.send(pick);
+    else this.fail(errors.noEndpoint());
+  }
+
+  refusedFromQueue(e: ApiError): void {
+    if (this.phase !== 'queued') return;
+    this.queuedMs = performance.now() - this.queuedAt;
+    this.reject(e);
   }
 
   private send(pick: Extract<PickResult, { kind: 'ok' }>): void {
@@ -448,6 +506,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       const now = performance.now();
       this.firstByteAt = now;
       if (this.ticket) this.ctx.router.onFirstByte(this.ticket, Date.now());
+      this.ctx.flow.wake(this.pool); // no longer waiting for a first byte: a queued request may fit now
       const series = this.ctx.metrics.streamSeries(this.modelLabel, this.pool);
       series.ttft.observe((now - this.started) / 1000);
       relay.itl = series.itl;
@@ -611,7 +670,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** A refusal by cutting the connection, without an answer (see HeadRefusal.cut): counted and logged. */
   private cut(e: ApiError): void {
-    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.priorityClass ?? '' });
     this.errorCode = e.code;
     this.rejectReason = e.rejectReason;
     this.ctx.logger.warn({ req_id: this.requestId, code: e.code, why: e.message }, 'connection cut');
@@ -622,7 +681,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** A refusal by the gateway itself (no upstream work was started or it is abandoned). */
   private reject(e: ApiError, closeConnection = false): void {
-    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool });
+    if (e.rejectReason) this.ctx.metrics.rejected.inc({ reason: e.rejectReason, pool: this.pool, priority: this.priorityClass ?? '' });
     if (this.phase !== 'done' && !this.clientGone) this.rejectReason = e.rejectReason;
     this.respondError(e, closeConnection);
   }
@@ -660,6 +719,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   private finish(code: number, outcome: 'ok' | 'error' | 'aborted'): void {
     if (this.phase === 'done') return;
+    if (this.phase === 'queued') {
+      // it leaves the queue at once (its client hung up, its request timed out): nothing was sent upstream
+      this.queuedMs = performance.now() - this.queuedAt;
+      this.ctx.flow.leave(this, this.clientGone ? 'client_gone' : 'error');
+    }
     this.phase = 'done';
     if (this.timer) clearTimeout(this.timer);
     if (this.answerTimer) clearTimeout(this.answerTimer);
@@ -669,8 +733,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     this.relay?.dispose();
     this.lease.release(); // once: every end passes here
+    const held = this.ticket !== undefined;
     this.endAttempt(outcome);
     this.ctx.inFlight--;
+    if (held) this.ctx.flow.wake(this.pool); // its endpoint has room again: the pool's queue may move
     recordExchange(this.ctx, this, code);
     this.ctx.onExchangeDone(this);
   }

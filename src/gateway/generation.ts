@@ -84,6 +84,9 @@ export class GenerationContext implements GatewayContext {
   get tracing() {
     return this.live.tracing;
   }
+  get flow() {
+    return this.live.flow;
+  }
   get draining() {
     return this.live.draining;
   }

@@ -26,8 +26,12 @@ export interface PickTarget {
   readonly attempts: number;
 }
 
-/** One decision for `target`, never `exclude`d endpoints; `firstTry` also asks the shadow policy. */
-export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<string> | undefined, firstTry: boolean): PickResult {
+/**
+ * One decision for `target`, never `exclude`d endpoints; `firstTry` also asks the shadow policy.
+ * `requeue`: the head of a flow-control queue picked again (flow.ts): a "saturated" answer then changes
+ * nothing and is neither logged nor kept in the decisions ring (it would repeat at every scrape).
+ */
+export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<string> | undefined, firstTry: boolean, requeue = false): PickResult {
   const { pool, poolCfg } = target;
   const debug = ctx.logger.isLevelEnabled('debug');
   const ring = ctx.decisions;
@@ -39,6 +43,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
     debug || ring !== null ? PICK_EXPLAIN : PICK,
   );
   ctx.metrics.pickObserved(pool, poolCfg.policy, (performance.now() - t0) / 1000);
+  if (requeue && pick.kind === 'saturated') return pick;
   if (pick.kind !== 'unavailable' && pick.explain) {
     if (debug) {
       const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };

@@ -44,6 +44,9 @@ export interface ExchangeRecord {
   readonly firstByteAt: number;
   /** who ended it before its end: the client leaving (logged 499) or the gateway (a client too slow) */
   readonly closedBy?: 'client' | 'gateway';
+  /** its flow-control class once decided (at admission), and how long it waited in its pool's queue (0: it did not) */
+  readonly priorityClass?: string;
+  readonly queuedMs?: number;
 }
 
 /** The winner's total score, the runner-up's, and the share of the prompt's prefix blocks the winner held. */
@@ -106,6 +109,8 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         attempts: ex.attempts, retries,
         trace_id: ex.span.traceId, span_id: ex.span.spanId,
         closed_by: ex.closedBy,
+        priority: ex.priorityClass,
+        queued_ms: ex.queuedMs ? Math.round(ex.queuedMs * 10) / 10 : undefined,
       },
       'request',
     );

@@ -37,6 +37,7 @@ import { addressMatcher } from '../common/ip.js';
 import { recordFrontAnswer } from './record.js';
 import { parseTraceparent } from '../observability/trace.js';
 import { randomUUID } from 'node:crypto';
+import { FlowControl } from './flow.js';
 import { uwsInUse } from '../common/uws.js';
 import { infergateVersion } from '../common/version.js';
 import { createTracing, LOCAL_TRACING, type Tracing } from '../observability/tracing.js';
@@ -63,6 +64,7 @@ export class Gateway implements GatewayContext {
   readonly metrics: GatewayMetrics;
   decisions: DecisionRing | null;
   readonly quota: Quota;
+  readonly flow: FlowControl;
   /** Date.now() when the process began (the status page's uptime) */
   readonly startedAt = Date.now();
   readonly scheme: 'http' | 'https';
@@ -114,7 +116,9 @@ export class Gateway implements GatewayContext {
       },
       authDisabled: config.auth.mode === 'none',
       uwsVersion: () => uwsInUse()?.version,
+      queues: () => this.flow.lengths(),
     });
+    this.flow = new FlowControl(config, this.metrics, (err) => this.logger.error({ err }, 'flow control failed'));
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
     this.quota = new Quota(config.tenants, config.quota, {
       logger: this.logger,
@@ -198,7 +202,22 @@ export class Gateway implements GatewayContext {
     const adminPort = await this.adminFront.listen(admin.host, admin.port);
     this.discovery = this.newDiscovery(this.config);
     await this.discovery.start();
-    this.scraper = new Scraper(this.router, scraperConfig(this.config, this.poolKeys, casOf(this.poolTls)), this.logger);
+    // new signals may show room for a queued request (flow.ts)
+    const router = this.router;
+    const flow = this.flow;
+    const scrapeTarget = {
+      pools: () => router.pools(),
+      endpoints: (pool: string) => router.endpoints(pool),
+      updateSignals(endpoint: string, sig: Parameters<Router['updateSignals']>[1], now: number): void {
+        router.updateSignals(endpoint, sig, now);
+        flow.wakeAll();
+      },
+      signalsFailed(endpoint: string, now: number): void {
+        router.signalsFailed(endpoint, now);
+        flow.wakeAll();
+      },
+    };
+    this.scraper = new Scraper(scrapeTarget, scraperConfig(this.config, this.poolKeys, casOf(this.poolTls)), this.logger);
     this.scraper.start();
     const scheme = listen.tls ? 'https' : 'http';
     return {
@@ -267,6 +286,7 @@ export class Gateway implements GatewayContext {
     }
     this.router.reconfigure(routerConfig(keepDiscovered(cfg, running, this.router)));
     this.upstreams.reconfigure(cfg.limits);
+    this.flow.reconfigure(cfg);
     // HTTPS settings changed: every upstream pool is made again (its requests finish on the old one)
     if (!sameJson([...this.poolTls], [...poolTls])) this.upstreams.retain(new Set());
     this.poolTls = poolTls;
@@ -422,6 +442,7 @@ export class Gateway implements GatewayContext {
       await this.inFlightDone(drainMs);
       if (this.inFlight > 0) this.logger.warn({ in_flight: this.inFlight }, 'drain timeout: cutting the requests left');
     }
+    this.flow.close(); // requests still queued get 503 shutting_down
     this.discovery?.stop();
     this.admission.close();
     await this.scraper?.stop();

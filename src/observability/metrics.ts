@@ -42,6 +42,8 @@ export interface EndpointGaugeSource {
   authDisabled?: boolean;
   /** the uWebSockets.js build serving ("20.57"), once loaded */
   uwsVersion?(): string | undefined;
+  /** requests waiting in each pool's flow-control queue, per priority class */
+  queues?(): ReadonlyArray<{ pool: string; priority: string; length: number }>;
 }
 
 /** infergate's own version (package.json's, or the one built into the single executable). */
@@ -54,7 +56,10 @@ export class GatewayMetrics {
   readonly ttft: FastHistogram<'model' | 'pool'>;
   readonly itl: FastHistogram<'model' | 'pool'>;
   readonly duration: FastHistogram<'model' | 'pool' | 'code'>;
-  readonly rejected: client.Counter<'reason' | 'pool'>;
+  /** `priority`: the request's class once known ('' before: a refusal from the head or the token) */
+  readonly rejected: client.Counter<'reason' | 'pool' | 'priority'>;
+  /** how long requests waited in a pool's flow-control queue, per class (observed as each leaves it) */
+  readonly queueWait: client.Histogram<'pool' | 'priority' | 'outcome'>;
   readonly upstreamErrors: client.Counter<'pool' | 'kind'>;
   readonly retries: client.Counter<'pool' | 'reason'>;
   readonly retryBudgetExhausted: client.Counter<'pool'>;
@@ -187,8 +192,22 @@ export class GatewayMetrics {
       ['model', 'pool', 'code'], LATENCY_BUCKETS, registers,
     );
     this.rejected = new client.Counter({
-      name: 'infergate_rejected_total', help: 'Requests refused by the gateway itself, by reason.',
-      labelNames: ['reason', 'pool'], registers,
+      name: 'infergate_rejected_total', help: 'Requests refused by the gateway itself, by reason (and priority class, once known).',
+      labelNames: ['reason', 'pool', 'priority'], registers,
+    });
+    this.queueWait = new client.Histogram({
+      name: 'infergate_queue_wait_seconds',
+      help: 'Time requests spent in a pool\'s flow-control queue, by class and how they left it (dispatched, expired, evicted, client_gone, shutdown).',
+      labelNames: ['pool', 'priority', 'outcome'], buckets: LATENCY_BUCKETS, registers,
+    });
+    new client.Gauge({
+      name: 'infergate_queue_length',
+      help: 'Requests waiting in each pool\'s flow-control queue, by priority class.',
+      labelNames: ['pool', 'priority'], registers,
+      collect() {
+        this.reset();
+        for (const q of source.queues?.() ?? []) this.set({ pool: q.pool, priority: q.priority }, q.length);
+      },
     });
     this.upstreamErrors = new client.Counter({
       name: 'infergate_upstream_errors_total', help: 'Failed tries against model servers, by kind (connect, timeout, status, stream).',

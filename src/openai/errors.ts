@@ -56,7 +56,7 @@ export interface ApiError {
   /** Sent as WWW-Authenticate (401 answers, RFC 6750). */
   wwwAuthenticate?: string;
   /** Label for infergate_rejected_total, when this error is a rejection rather than an upstream failure. */
-  rejectReason?: 'saturated' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid' | 'too_many_connections' | 'client_timeout';
+  rejectReason?: 'saturated' | 'queue_timeout' | 'overloaded' | 'rate_limited' | 'unauthorized' | 'forbidden' | 'invalid' | 'too_many_connections' | 'client_timeout';
 }
 
 /** "200 OK": uWS needs the reason phrase with the code. */
@@ -121,6 +121,12 @@ export const errors = {
     make('pool_saturated', `Every server of pool "${pool}" is saturated; retry after ${retryAfterS} s.`, {
       retryAfterS,
       rejectReason: 'saturated',
+    }),
+  /** A request that waited its pool's queue.max_wait without a server freeing up (flow control). */
+  queueTimeout: (pool: string, waitedS: number, retryAfterS: number) =>
+    make('pool_saturated', `Every server of pool "${pool}" stayed saturated while the request waited ${waitedS} s; retry after ${retryAfterS} s.`, {
+      retryAfterS,
+      rejectReason: 'queue_timeout',
     }),
   bodyBufferFull: () =>
     make('request_buffers_full', 'The gateway is holding as many request bodies as it may; retry shortly.', {

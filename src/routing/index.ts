@@ -27,3 +27,4 @@ export type {
   CandidateExplain,
   Outcome,
 } from './types.js';
+export { WaitQueue, PRIORITY_CLASSES, classRank, type PriorityClass, type Waiter, type PushResult } from './wait-queue.js';

@@ -6,6 +6,7 @@ import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, type En
 import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
+import { formatClasses, parsePriorityMix, withPriorities, type PriorityMix } from './priority.js';
 import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
@@ -36,12 +37,18 @@ Workload:
   --rate X                  generators: mean arrival rate, requests/s (default per generator)
   --rate-scale X[,Y...]     arrivals X times denser (default 1); a list runs each scale in turn
   --save-trace FILE         write the workload (after --requests) as Mooncake JSONL and go on
+  --priority-mix C=X,...    give each request a flow-control class, drawn with these shares (e.g.
+                            critical=0.2,standard=0.5,sheddable=0.3); figures per class follow the table
 Pool:
   --endpoints N             simulated servers (default 8)
   --policies a,b            of ${SIM_POLICIES.join(', ')} (default all)
   --config FILE             take scoring/prefix/saturation/metrics and max_num_seqs from this config's
                             first pool
   --seed N                  seeds generators and the random policy (default 1)
+  --queue-max-length N      the gateway's wait queue (pools.<p>.queue.max_length): on saturation sheddable
+                            requests are refused, the others wait, critical first (default 0: no queue,
+                            every class refused)
+  --queue-max-wait D        the longest a request waits there before its 429 (default 10s)
 Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
 Replicas (several gateways, each with its own router, behind a client-side spread; not the oracle):
@@ -160,6 +167,9 @@ function run(argv: string[], io: SimIo): number {
         rate: { type: 'string' },
         'rate-scale': { type: 'string' },
         'save-trace': { type: 'string' },
+        'priority-mix': { type: 'string' },
+        'queue-max-length': { type: 'string' },
+        'queue-max-wait': { type: 'string' },
         endpoints: { type: 'string' },
         policies: { type: 'string' },
         config: { type: 'string' },
@@ -244,6 +254,17 @@ function run(argv: string[], io: SimIo): number {
     label = values.generate!;
   }
   if (values['save-trace'] !== undefined) writeFileSync(values['save-trace'], toTraceJsonl(requests));
+  let priorityMix: PriorityMix | undefined;
+  if (values['priority-mix'] !== undefined) {
+    try {
+      priorityMix = parsePriorityMix(values['priority-mix']);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    requests = withPriorities(requests, priorityMix, seed);
+  }
+  const queueLength = num(values['queue-max-length'], 'queue-max-length', { int: true, min: 0 }) ?? 0;
+  const queue = queueLength > 0 ? { maxLength: queueLength, maxWaitMs: values['queue-max-wait'] === undefined ? 10_000 : duration(values['queue-max-wait'], 'queue-max-wait') } : undefined;
 
   if (values.tune) {
     const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 40;
@@ -289,9 +310,10 @@ function run(argv: string[], io: SimIo): number {
   };
   for (const scale of scales) {
     const onPolicyDone = progressReporter(io, `x${scale}, ${requests.length} requests, ${endpoints} endpoints`);
-    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone, slos, replicas, onRecord: values.html === undefined ? undefined : records(scale) });
+    const res = runSimulation({ requests, trace: label, endpoints, profile, policies, pool, seed, rateScale: scale, onPolicyDone, slos, replicas, queue, priorityMix, onRecord: values.html === undefined ? undefined : records(scale) });
     results.push(res);
     io.out(formatTable(res));
+    io.out(formatClasses(res.runs));
     if (values.targets) io.out(formatTargets(checkTargets(res)));
     if (scales.length > 1) io.out('\n');
   }

@@ -7,6 +7,7 @@
 import { DEFAULT_SLOS, offeredFigures, type SloSpec } from './slo.js';
 import { Samples, round, summarize } from './stats.js';
 import type { RunResult, SimRequest } from './types.js';
+import { FATE_ERROR, FATE_REJECTED, classFigures } from './priority.js';
 
 /** One request's fate, for callers that compare per request (e.g. live vs simulated). */
 export interface RequestRecord {
@@ -32,6 +33,9 @@ export class RunStats {
   /** per request: its TTFT if it completed (NaN otherwise) */
   private readonly doneTtftOf: Float64Array;
   private readonly perEndpoint: number[];
+  /** per request: rejected or failed (priority.ts FATE_*), and its wait in the gateway's queue (NaN: none) */
+  private readonly fateOf: Uint8Array;
+  private readonly queueWaitOf: Float64Array;
   private readonly ttft = new Samples();
   private readonly itl = new Samples();
   private readonly e2e = new Samples();
@@ -60,6 +64,8 @@ export class RunStats {
     this.meanItlOf = new Float64Array(n).fill(NaN);
     this.doneTtftOf = new Float64Array(n).fill(NaN);
     this.perEndpoint = new Array<number>(endpoints).fill(0);
+    this.fateOf = new Uint8Array(n);
+    this.queueWaitOf = new Float64Array(n).fill(NaN);
     this.firstArrival = n > 0 ? requests[0].arrivalMs : 0;
   }
 
@@ -103,13 +109,20 @@ export class RunStats {
   /** Request `i` was turned away (429) at `now`. */
   rejectedAt(i: number, now: number): void {
     this.rejected++;
+    this.fateOf[i] = FATE_REJECTED;
     this.fate(i, 'rejected', now);
   }
 
   /** Request `i` failed at `now` (no endpoint, or the server refused it). */
   failedAt(i: number, now: number): void {
     this.errors++;
+    this.fateOf[i] = FATE_ERROR;
     this.fate(i, 'error', now);
+  }
+
+  /** Request `i` left the gateway's wait queue (dispatched, expired or displaced) after `ms`. */
+  waited(i: number, ms: number): void {
+    this.queueWaitOf[i] = ms;
   }
 
   /** The run's figures; `unfinished` requests (an engine never ran them) count as errors. */
@@ -130,6 +143,7 @@ export class RunStats {
       preemptions: this.preemptions,
       duration_s: round(durationS),
       per_endpoint: this.perEndpoint,
+      ...perPriority(classFigures(this.requests, this.doneTtftOf, this.fateOf, this.queueWaitOf)),
       ...offeredFigures(this.doneTtftOf, this.meanItlOf, this.rejected, durationS, this.slos),
     };
   }
@@ -147,4 +161,8 @@ export class RunStats {
       outputTokens: out,
     });
   }
+}
+
+function perPriority(f: ReturnType<typeof classFigures>): Pick<RunResult, 'per_priority'> {
+  return f ? { per_priority: f } : {};
 }

@@ -39,6 +39,10 @@ export interface SimulationOptions {
   replicas?: ReplicaOptions;
   /** called once per request as it ends, with its policy (e.g. for a report's CDF) */
   onRecord?: (policy: string, rec: RequestRecord) => void;
+  /** the gateway's flow-control queue (default none: a saturated pick is a 429) */
+  queue?: LoopOptions['queue'];
+  /** recorded in the result's workload (the requests carry their classes already) */
+  priorityMix?: Record<string, number>;
 }
 
 /** The requests with arrivals compressed by rateScale (a copy; the input is not changed). */
@@ -72,7 +76,7 @@ export function checkPolicies(policies: readonly string[]): SimPolicyName[] {
 export function runPolicy(
   policy: SimPolicyName,
   requests: readonly SimRequest[],
-  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[]; replicas?: ReplicaOptions },
+  opts: { endpoints: number; profile: Partial<EngineProfile>; pool: PoolSettings; seed: number; record?: LoopOptions['record']; slos?: readonly SloSpec[]; replicas?: ReplicaOptions; queue?: LoopOptions['queue'] },
 ): RunResult {
   const names = Array.from({ length: opts.endpoints }, (_, i) => endpointName(i));
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
@@ -82,7 +86,7 @@ export function runPolicy(
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
       : routerPolicy(setup, policy, opts.seed, opts.profile, opts.replicas);
-  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos });
+  return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos, queue: opts.queue });
 }
 
 export function runSimulation(opts: SimulationOptions): SimResult {
@@ -96,7 +100,7 @@ export function runSimulation(opts: SimulationOptions): SimResult {
   const runs = policies.map((p, i) => {
     const onRecord = opts.onRecord;
     const record = onRecord ? (rec: RequestRecord) => onRecord(p, rec) : undefined;
-    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record, replicas: opts.replicas });
+    const run = runPolicy(p, requests, { endpoints, profile, pool, seed, slos: opts.slos, record, replicas: opts.replicas, queue: opts.queue });
     opts.onPolicyDone?.(p, i + 1, policies.length);
     return run;
   });
@@ -111,6 +115,8 @@ export function runSimulation(opts: SimulationOptions): SimResult {
       ...(opts.replicas && opts.replicas.replicas > 1
         ? { replicas: opts.replicas.replicas, share: opts.replicas.share, share_delay_ms: opts.replicas.shareDelayMs, spread: opts.replicas.spread }
         : {}),
+      ...(opts.priorityMix ? { priority_mix: opts.priorityMix as Record<'critical' | 'standard' | 'sheddable', number> } : {}),
+      ...(opts.queue && opts.queue.maxLength > 0 ? { queue: { max_length: opts.queue.maxLength, max_wait_ms: opts.queue.maxWaitMs } } : {}),
       engine: {
         max_num_seqs: full.maxNumSeqs,
         max_num_batched_tokens: full.maxNumBatchedTokens,

@@ -1,4 +1,6 @@
 import type { OfferedFigures } from './slo.js';
+import type { PriorityClass } from '../routing/index.js';
+import type { ClassFigures } from './priority.js';
 /** Shapes shared by the simulator's parts (trace loader, generators, loop, result JSON). */
 
 /** One request to replay: the Mooncake trace's fields, in camelCase, plus optional adapter/model. */
@@ -20,6 +22,10 @@ export interface SimRequest {
    * exactly as the live gateway and the HTTP mock would (used to compare the simulator with the mock).
    */
   prompt?: string;
+  /** Its flow-control class (simulate --priority-mix); none: standard. */
+  priority?: PriorityClass;
+  /** Its tenant, for the wait queue's turns (none: one tenant for all). */
+  tenant?: string;
 }
 
 export interface Summary {
@@ -55,6 +61,8 @@ export interface RunResult extends Omit<RunFigures, keyof OfferedFigures>, Offer
   duration_s: number;
   /** Requests per endpoint (index order), to see imbalance. */
   per_endpoint: number[];
+  /** With classes in the workload (--priority-mix): each class's figures. */
+  per_priority?: Record<PriorityClass, ClassFigures>;
 }
 
 export interface SimResult {
@@ -69,6 +77,9 @@ export interface SimResult {
     share?: 'none' | 'events';
     share_delay_ms?: number;
     spread?: 'round_robin' | 'random';
+    /** the classes' shares (--priority-mix) and the gateway's wait queue (--queue-max-length, --queue-max-wait) */
+    priority_mix?: Record<PriorityClass, number>;
+    queue?: { max_length: number; max_wait_ms: number };
     engine: Record<string, unknown>;
   };
   runs: RunResult[];

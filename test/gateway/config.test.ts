@@ -154,7 +154,7 @@ t.test('files the config names must be readable; dangerous settings are warnings
       'limits: { response_timeout: 5s, drain_timeout: 20s }',
       'models: [{ name: m, pool: p }]',
       'pools:',
-      '  p: { endpoints: [127.0.0.1:8001], metrics: { interval: 1s, stale_after: 1s } }',
+      '  p: { endpoints: [127.0.0.1:8001], metrics: { interval: 1s, stale_after: 1s }, queue: { max_length: 5, max_wait: 20m } }',
     ].join('\n'),
   );
   const p = runCli(['check-config', f]);
@@ -172,4 +172,5 @@ t.test('files the config names must be readable; dangerous settings are warnings
   t.match(c.stderr(), /warn\.yaml:4: warning: limits\.drain_timeout: 20s is longer than the 10s a container gets/);
   t.match(c.stderr(), /warn\.yaml:4: warning: limits\.response_timeout: 5s: a non-streamed answer/);
   t.match(c.stderr(), /warn\.yaml:7: warning: pools\.p\.metrics\.stale_after: 1s is under two scrape intervals/);
+  t.match(c.stderr(), /warn\.yaml:7: warning: pools\.p\.queue\.max_wait: 1200s is not shorter than request_timeout \(600s\)/);
 });

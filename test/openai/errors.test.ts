@@ -48,7 +48,7 @@ const built: ApiError[] = [
   errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'), errors.invalidHeader('x-a'), errors.invalidFraming('x'),
   errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'), errors.originNotAllowed('https://evil.example'), errors.badModelId(),
   errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.methodNotAllowed('GET', '/v1/completions'),
-  errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3),
+  errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3), errors.queueTimeout('p', 2.5, 3),
   errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTls('p', 'DEPTH_ZERO_SELF_SIGNED_CERT'), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
   errors.shuttingDown(), errors.internal(), errors.tooManyConnections(), errors.uploadTooSlow(23_000),
 ];
@@ -67,6 +67,8 @@ t.test('every factory builds an error whose status, reason phrase and type follo
   t.equal(limited.rejectReason, 'rate_limited', 'and counts as rejected{reason="rate_limited"}');
   t.match(limited.message, /team-a.*tokens per minute.*1000.*7 s/);
   t.equal(errors.quotaUnavailable().retryAfterS, 1);
+  const waited = errors.queueTimeout('p', 2.5, 4);
+  t.match(waited, { status: 429, code: 'pool_saturated', retryAfterS: 4, rejectReason: 'queue_timeout' }, 'a wait past max_wait: 429 with Retry-After');
 });
 
 t.test('the body is OpenAI-shaped, and the SSE error event frames it', async (t) => {
