@@ -102,7 +102,8 @@ t.test('a stream silent past first_byte_timeout: 504, cancelled, never retried',
     await silent.close();
     await healthy.close();
   });
-  const gw = await gateway(t, gatewayConfig([silent.endpoint, healthy.endpoint], { over: { limits: { first_byte_timeout: '300ms' } } }));
+  // 2 s: the healthy endpoint (in this test's own process) must answer within it even on a loaded machine
+  const gw = await gateway(t, gatewayConfig([silent.endpoint, healthy.endpoint], { over: { limits: { first_byte_timeout: '2s' } } }));
   // round robin: of two requests, one goes to each endpoint
   const answers = [await ask(gw, chat({ stream: true })), await ask(gw, chat({ stream: true }))];
   const timedOut = answers.filter((a) => a.status === 504);
