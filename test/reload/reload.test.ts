@@ -207,7 +207,12 @@ t.test('a file change without a signal reloads (replaced by rename, then written
   t.equal(second.endpoint, A);
   writeFileSync(gw.file, stringify({ ...watched, models: [{ name: 'test-model', pool: 'p' }, alias('third')] }));
   await until(async () => (await gw.reloads('success')) === 2, 20_000, 'a reload after the write in place');
-  const line = gw.logs().filter((l) => String(l.msg).startsWith('config reloaded')).pop();
+  // the counter moves before the log line has come through the pipe
+  const line = await until(
+    () => gw.logs().find((l) => String(l.msg).startsWith('config reloaded') && l.generation === 3),
+    20_000,
+    'the reload after the write in place logged',
+  );
   t.match(line, { trigger: 'file change', generation: 3 });
   const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
   t.same(models.data.map((m) => m.id).sort(), ['test-model', 'third']);
