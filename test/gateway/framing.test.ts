@@ -42,7 +42,7 @@ t.test('ambiguous framing: the connection is cut, nothing is served from it, not
     ['a length next to chunked', `${head}Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`],
   ];
   // uWS 20.57 answers a length next to chunked itself (its own 400 page) and closes; 20.30 drops it silently
-  const ownAnswer = (await uwsBuild()) === '20.30' ? '' : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n<h1>Bad Request</h1><hr><i>uWebSockets/20 Server</i>\n';
+  const ownAnswer = (await uwsBuild()) === '20.30' ? '' : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n<h1>Bad Request</h1><hr><i>uWebSockets/20 Server</i>';
   for (const [name, bytes] of cases) {
     const before = up.received.length;
     const r = await exchange(bytes);
