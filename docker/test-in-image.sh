@@ -24,6 +24,10 @@ fi
 
 # The context: tree/ holds the files git tracks or would track (so no node_modules, dist or .tap), as they
 # are in the working tree; build-ca.crt the npm registry's proxy CA when this host has one.
+if ! git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "$repo is not a git checkout (git ls-files picks the files to test): clone the repository" >&2
+  exit 2
+fi
 ctx=$(mktemp -d /tmp/infergate-test-ctx.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/tree"
