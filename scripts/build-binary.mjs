@@ -34,7 +34,11 @@ const choice = chooseUws(
   (uws) => typeof uws.getParts === 'function',
   () => ({ node: process.versions.node, abi: process.versions.modules, platform: `${process.platform}-${process.arch}`, libc: 'see above' }),
 );
-const pkgRoot = dirname(require.resolve(`${choice.build.module}/package.json`));
+// The package's folder, from its main file: `<module>/package.json` is not resolvable where the package has
+// an `exports` map without it (@btc-vision/uwebsockets.js, the 20.57 build).
+const main = require.resolve(choice.build.module);
+const marker = join('node_modules', choice.build.module);
+const pkgRoot = main.slice(0, main.lastIndexOf(marker) + marker.length);
 const uwsFile = Object.keys(require.cache).find((f) => f.startsWith(pkgRoot) && f.endsWith(binaryName));
 if (!uwsFile) throw new Error(`uws ${choice.build.version} loaded, but not from a ${binaryName} under ${pkgRoot}`);
 const asset = uwsAssetName(choice.build);

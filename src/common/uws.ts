@@ -156,10 +156,21 @@ function loadEmbedded(build: UwsBuild): Uws {
 
 let loaded: UwsChoice<Uws> | undefined;
 
+/**
+ * uWS's own head limit for a gateway whose `limits.max_header_bytes` is `maxHeaderBytes`: twice that. The
+ * gateway answers a head over its limit itself (431 `headers_too_large`, OpenAI's body), so uWS must let
+ * such a head through: 20.57 checks every head against its limit and answers 431 with its own HTML page,
+ * never reaching the gateway (20.30 checks only a head spanning several reads). Past twice the limit uWS
+ * still refuses by itself, which bounds what one connection's head may hold.
+ */
+export function uwsHeadLimit(maxHeaderBytes: number): number {
+  return 2 * maxHeaderBytes;
+}
+
 export function loadUws(maxHeaderBytes?: number): Uws {
   if (loaded) return loaded.uws;
   if (maxHeaderBytes !== undefined && process.env.UWS_HTTP_MAX_HEADERS_SIZE === undefined) {
-    process.env.UWS_HTTP_MAX_HEADERS_SIZE = String(maxHeaderBytes);
+    process.env.UWS_HTTP_MAX_HEADERS_SIZE = String(uwsHeadLimit(maxHeaderBytes));
   }
   const inSea = sea.isSea();
   const require = inSea ? undefined : createRequire(import.meta.url);

@@ -218,8 +218,9 @@ t.test('crit headers, bad signatures and malformed tokens', async (t) => {
 });
 
 t.test('a token over the header limit: 431', async (t) => {
-  const big = await token({ claims: { models: Array.from({ length: 2000 }, (_, i) => `model-number-${i}`) } });
-  t.ok(big.length > 16 * 1024, `${big.length} bytes`);
+  // over the 16 KiB default, within twice it: past that uWS refuses the head by itself (src/common/uws.ts)
+  const big = await token({ claims: { models: Array.from({ length: 800 }, (_, i) => `model-number-${i}`) } });
+  t.ok(big.length > 16 * 1024 && big.length < 30 * 1024, `${big.length} bytes`);
   const r = await call(`Bearer ${big}`);
   t.equal(r.status, 431);
   t.equal(JSON.parse(r.text).error.code, 'headers_too_large');

@@ -36,6 +36,8 @@ function exchange(head: string): Promise<string> {
       }
     });
     sock.on('error', reject);
+    // closed before a whole answer (uWS's own pages carry no Content-Length): an error, not a wait forever
+    sock.on('close', () => reject(new Error(`closed without a whole answer; got ${JSON.stringify(got)}`)));
     sock.setTimeout(5_000, () => {
       sock.destroy();
       reject(new Error(`no whole answer; got ${JSON.stringify(got)}`));

@@ -4,8 +4,9 @@
 // Content-Encoding line is a 415. Raw sockets, every byte ours.
 import t from 'tap';
 import { connect } from 'node:net';
-import { startGateway, gatewayConfig } from '../helpers/process.js';
+import { startGateway, gatewayConfig, until } from '../helpers/process.js';
 import { startUpstream, CHAT_JSON } from '../helpers/upstream.js';
+import { uwsBuild } from '../helpers/tools.js';
 
 const up = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON));
 const gw = await startGateway(gatewayConfig([up.endpoint]));
@@ -40,18 +41,24 @@ t.test('ambiguous framing: the connection is cut, nothing is served from it, not
     ['identity then chunked', `${head}Transfer-Encoding: identity, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`],
     ['a length next to chunked', `${head}Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`],
   ];
+  // uWS 20.57 answers a length next to chunked itself (its own 400 page) and closes; 20.30 drops it silently
+  const ownAnswer = (await uwsBuild()) === '20.30' ? '' : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n<h1>Bad Request</h1><hr><i>uWebSockets/20 Server</i>';
   for (const [name, bytes] of cases) {
     const before = up.received.length;
     const r = await exchange(bytes);
     t.ok(r.closed, `${name}: the connection is closed`);
-    t.equal(r.text, '', `${name}: nothing is answered on it (the smuggled GET is not served)`);
+    const expected = name === 'a length next to chunked' ? ownAnswer : '';
+    t.equal(r.text, expected, `${name}: nothing ${expected ? "but uWS's own 400 " : ''}is answered on it (the smuggled GET is not served)`);
     t.equal(up.received.length, before, `${name}: nothing reached the model server`);
   }
   const metrics = await (await fetch(`${gw.adminUrl}/metrics`)).text();
-  // the first three reach the gateway, which cuts them; uWS itself drops a head with both a length and
-  // chunked before any handler runs
+  // the first three reach the gateway, which cuts them; uWS itself refuses a head with both a length and
+  // chunked before any handler runs (20.30 drops it, 20.57 answers its own 400)
   t.match(metrics, /infergate_rejected_total\{reason="invalid"[^}]*\} 3/, 'each cut is counted');
-  t.equal((gw.proc.stdout().match(/"msg":"connection cut"/g) ?? []).length, 3, 'and logged');
+  // the log reaches the pipe after the counter moved (seen once in the image run): wait for it, with a deadline
+  const cuts = () => (gw.proc.stdout().match(/"msg":"connection cut"/g) ?? []).length;
+  await until(() => cuts() >= 3, 5_000, 'three "connection cut" log lines').catch(() => undefined);
+  t.equal(cuts(), 3, 'and logged');
   // the gateway cut them: recorded as its 400, not as a client that left (499)
   t.match(metrics, /infergate_requests_total\{model="",pool="",code="400"\} 3/, 'recorded as 400');
   t.notMatch(metrics, /code="499"/, 'not as 499');
