@@ -15,12 +15,56 @@ export class BlockHashTable {
   private vals: Int32Array;
   private mask: number;
   size = 0;
+  /** undo log while journaling: slot, old key, old value (see BlockPool.begin/rollback) */
+  private jSlot: number[] | null = null;
+  private jKey: number[] = [];
+  private jVal: number[] = [];
+  private jSize = 0;
+  /** the arrays as they were when a journaled insert made the table grow (restored first on rollback) */
+  private jGrown: { keys: Float64Array; vals: Int32Array; mask: number; at: number } | null = null;
   constructor(expected: number) {
     let cap = 16;
     while (cap < expected * 2) cap *= 2;
     this.keys = new Float64Array(cap);
     this.vals = new Int32Array(cap).fill(-1);
     this.mask = cap - 1;
+  }
+  /** Start recording every change so that rollback() can undo them. */
+  begin(): void {
+    this.jSlot = [];
+    this.jKey.length = 0;
+    this.jVal.length = 0;
+    this.jSize = this.size;
+    this.jGrown = null;
+  }
+  /** Undo every change since begin() and stop recording. */
+  rollback(): void {
+    const log = this.jSlot;
+    if (log === null) return;
+    let n = log.length;
+    if (this.jGrown) {
+      // changes after the growth went to the new arrays: drop them with those arrays
+      this.keys = this.jGrown.keys;
+      this.vals = this.jGrown.vals;
+      this.mask = this.jGrown.mask;
+      n = this.jGrown.at;
+    }
+    for (let k = n - 1; k >= 0; k--) {
+      this.keys[log[k]] = this.jKey[k];
+      this.vals[log[k]] = this.jVal[k];
+    }
+    this.size = this.jSize;
+    this.jSlot = null;
+    this.jGrown = null;
+  }
+  private write(i: number, key: number, val: number): void {
+    if (this.jSlot !== null) {
+      this.jSlot.push(i);
+      this.jKey.push(this.keys[i]);
+      this.jVal.push(this.vals[i]);
+    }
+    this.keys[i] = key;
+    this.vals[i] = val;
   }
   private slot(key: number): number {
     return ((key % 2097152) ^ Math.imul(Math.floor(key / 2097152) | 0, 0x9e3779b1)) & this.mask;
@@ -42,8 +86,7 @@ export class BlockHashTable {
     const keys = this.keys, vals = this.vals, mask = this.mask;
     for (let i = this.slot(key); ; i = (i + 1) & mask) {
       if (vals[i] < 0) {
-        keys[i] = key;
-        vals[i] = val;
+        this.write(i, key, val);
         this.size++;
         return true;
       }
@@ -65,12 +108,11 @@ export class BlockHashTable {
       const home = this.slot(keys[j]);
       // move j to i if home is not cyclically in (i, j]
       if (i <= j ? home <= i || home > j : home <= i && home > j) {
-        keys[i] = keys[j];
-        vals[i] = vals[j];
+        this.write(i, keys[j], vals[j]);
         i = j;
       }
     }
-    vals[i] = -1;
+    this.write(i, keys[i], -1);
     this.size--;
   }
   *values(): IterableIterator<number> {
@@ -78,11 +120,15 @@ export class BlockHashTable {
   }
   private grow(): void {
     const oldK = this.keys, oldV = this.vals;
+    const journaling = this.jSlot;
+    if (journaling !== null && this.jGrown === null) this.jGrown = { keys: oldK, vals: oldV, mask: this.mask, at: journaling.length };
+    this.jSlot = null; // the new arrays are dropped whole on rollback
     this.keys = new Float64Array(oldK.length * 2);
     this.vals = new Int32Array(oldK.length * 2).fill(-1);
     this.mask = this.keys.length - 1;
     this.size = 0;
     for (let i = 0; i < oldV.length; i++) if (oldV[i] >= 0) this.setIfAbsent(oldK[i], oldV[i]);
+    this.jSlot = journaling;
   }
 }
 
@@ -99,6 +145,15 @@ export class BlockPool {
   /** hash -> block id of cached blocks (referenced or not). */
   readonly cache: BlockHashTable;
   evictions = 0;
+  /**
+   * Undo log while journaling (begin → rollback): which array (J_*), the index, the old value. Lets the
+   * engine run a copy of its future on the real pool and then put everything back, in time proportional to
+   * what changed rather than to the pool's size.
+   */
+  private jArr: number[] | null = null;
+  private jIdx: number[] = [];
+  private jOld: number[] = [];
+  private jScalars = [0, 0, 0, 0];
 
   constructor(numBlocks: number) {
     this.numBlocks = numBlocks;
@@ -116,18 +171,67 @@ export class BlockPool {
     this.cache = new BlockHashTable(numBlocks);
   }
 
+  /** Start recording every change (nesting is not supported). */
+  begin(): void {
+    if (this.jArr !== null) throw new Error('BlockPool: journal already open');
+    this.jArr = [];
+    this.jIdx.length = 0;
+    this.jOld.length = 0;
+    this.jScalars = [this.head, this.tail, this.numFree, this.evictions];
+    this.cache.begin();
+  }
+
+  /** Undo every change since begin() and stop recording. */
+  rollback(): void {
+    const arr = this.jArr;
+    if (arr === null) return;
+    const idx = this.jIdx, old = this.jOld;
+    for (let k = arr.length - 1; k >= 0; k--) {
+      const a = arr[k];
+      if (a === J_REF) this.refCnt[idx[k]] = old[k];
+      else if (a === J_HASH) this.hashOf[idx[k]] = old[k];
+      else if (a === J_PREV) this.prev[idx[k]] = old[k];
+      else this.next[idx[k]] = old[k];
+    }
+    [this.head, this.tail, this.numFree, this.evictions] = this.jScalars;
+    this.jArr = null;
+    this.cache.rollback();
+  }
+
+  private log(a: number, i: number, old: number): void {
+    this.jArr!.push(a);
+    this.jIdx.push(i);
+    this.jOld.push(old);
+  }
+  private setRef(b: number, v: number): void {
+    if (this.jArr !== null) this.log(J_REF, b, this.refCnt[b]);
+    this.refCnt[b] = v;
+  }
+  private setHash(b: number, h: number): void {
+    if (this.jArr !== null) this.log(J_HASH, b, this.hashOf[b]);
+    this.hashOf[b] = h;
+  }
+  private setPrev(b: number, v: number): void {
+    if (this.jArr !== null) this.log(J_PREV, b, this.prev[b]);
+    this.prev[b] = v;
+  }
+  private setNext(b: number, v: number): void {
+    if (this.jArr !== null) this.log(J_NEXT, b, this.next[b]);
+    this.next[b] = v;
+  }
+
   private unlink(b: number): void {
     const p = this.prev[b], n = this.next[b];
-    if (p >= 0) this.next[p] = n; else this.head = n;
-    if (n >= 0) this.prev[n] = p; else this.tail = p;
-    this.prev[b] = -1;
-    this.next[b] = -1;
+    if (p >= 0) this.setNext(p, n); else this.head = n;
+    if (n >= 0) this.setPrev(n, p); else this.tail = p;
+    this.setPrev(b, -1);
+    this.setNext(b, -1);
   }
 
   private append(b: number): void {
-    this.prev[b] = this.tail;
-    this.next[b] = -1;
-    if (this.tail >= 0) this.next[this.tail] = b; else this.head = b;
+    this.setPrev(b, this.tail);
+    this.setNext(b, -1);
+    if (this.tail >= 0) this.setNext(this.tail, b); else this.head = b;
     this.tail = b;
   }
 
@@ -140,10 +244,10 @@ export class BlockPool {
     if (h === h) {
       // NaN check: h === h is false for NaN
       if (this.cache.get(h) === b) this.cache.delete(h);
-      this.hashOf[b] = NaN;
+      this.setHash(b, NaN);
       this.evictions++;
     }
-    this.refCnt[b] = 1;
+    this.setRef(b, 1);
     this.numFree--;
     return b;
   }
@@ -154,12 +258,14 @@ export class BlockPool {
       this.unlink(b);
       this.numFree--;
     }
-    this.refCnt[b]++;
+    this.setRef(b, this.refCnt[b] + 1);
   }
 
   /** Drop a reference; at zero the block joins the free queue's tail (kept cached if hashed). */
   release(b: number): void {
-    if (--this.refCnt[b] === 0) {
+    const c = this.refCnt[b] - 1;
+    this.setRef(b, c);
+    if (c === 0) {
       this.append(b);
       this.numFree++;
     }
@@ -172,7 +278,7 @@ export class BlockPool {
 
   /** Record that a block now holds the full block with hash `h` (first writer wins). */
   register(b: number, h: number): void {
-    if (this.cache.setIfAbsent(h, b)) this.hashOf[b] = h;
+    if (this.cache.setIfAbsent(h, b)) this.setHash(b, h);
   }
 
   /** Number of leading hashes present in the cache, up to `maxBlocks`. */
@@ -190,3 +296,8 @@ export class BlockPool {
     return c;
   }
 }
+
+const J_REF = 0;
+const J_HASH = 1;
+const J_PREV = 2;
+const J_NEXT = 3;

@@ -25,7 +25,7 @@ t.test('byte-identical JSON for the same inputs and seed (API and CLI)', async (
   const j = JSON.parse(readFileSync(out(1), 'utf8'));
   t.same(Object.keys(j), ['workload', 'runs']);
   t.match(j.workload, { trace: 'multi-turn', requests: 120, endpoints: 4, seed: 9 });
-  t.same(j.runs.map((r: { policy: string }) => r.policy), ['round_robin', 'least_request', 'random', 'scored', 'oracle']);
+  t.same(j.runs.map((r: { policy: string }) => r.policy), ['round_robin', 'least_request', 'random', 'scored', 'greedy_estimate', 'oracle']);
   for (const r of j.runs) {
     for (const k of ['requests', 'completed', 'errors', 'rejected', 'throughput_rps', 'output_tokens_per_s', 'prefix_cache_hit_rate']) {
       t.type(r[k], 'number', `${r.policy}.${k}`);
