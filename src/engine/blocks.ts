@@ -15,53 +15,68 @@ export class BlockHashTable {
   private vals: Int32Array;
   private mask: number;
   size = 0;
-  /** undo log while journaling: slot, old key, old value (see BlockPool.begin/rollback) */
-  private jSlot: number[] | null = null;
-  private jKey: number[] = [];
-  private jVal: number[] = [];
+  /** undo log while journaling (see BlockPool.begin/rollback): slot, old key, old value; first write only */
+  private journaling = false;
+  private jSlot = new Int32Array(256);
+  private jKey = new Float64Array(256);
+  private jVal = new Int32Array(256);
+  private jLen = 0;
   private jSize = 0;
-  /** the arrays as they were when a journaled insert made the table grow (restored first on rollback) */
-  private jGrown: { keys: Float64Array; vals: Int32Array; mask: number; at: number } | null = null;
+  private jGen = 0;
+  private jSeen: Int32Array;
+  /** the arrays as they were when a journaled insert made the table grow (put back whole on rollback) */
+  private jGrown: { keys: Float64Array; vals: Int32Array; mask: number; seen: Int32Array } | null = null;
   constructor(expected: number) {
     let cap = 16;
     while (cap < expected * 2) cap *= 2;
     this.keys = new Float64Array(cap);
     this.vals = new Int32Array(cap).fill(-1);
     this.mask = cap - 1;
+    this.jSeen = new Int32Array(cap);
   }
   /** Start recording every change so that rollback() can undo them. */
   begin(): void {
-    this.jSlot = [];
-    this.jKey.length = 0;
-    this.jVal.length = 0;
+    this.journaling = true;
+    this.jLen = 0;
+    this.jGen++;
     this.jSize = this.size;
     this.jGrown = null;
   }
   /** Undo every change since begin() and stop recording. */
   rollback(): void {
-    const log = this.jSlot;
-    if (log === null) return;
-    let n = log.length;
+    if (!this.journaling) return;
     if (this.jGrown) {
-      // changes after the growth went to the new arrays: drop them with those arrays
+      // the grown arrays are dropped whole; the log holds what changed in the old ones before that
       this.keys = this.jGrown.keys;
       this.vals = this.jGrown.vals;
       this.mask = this.jGrown.mask;
-      n = this.jGrown.at;
+      this.jSeen = this.jGrown.seen;
     }
-    for (let k = n - 1; k >= 0; k--) {
-      this.keys[log[k]] = this.jKey[k];
-      this.vals[log[k]] = this.jVal[k];
+    for (let k = 0; k < this.jLen; k++) {
+      this.keys[this.jSlot[k]] = this.jKey[k];
+      this.vals[this.jSlot[k]] = this.jVal[k];
     }
     this.size = this.jSize;
-    this.jSlot = null;
+    this.journaling = false;
+    this.jLen = 0;
     this.jGrown = null;
   }
   private write(i: number, key: number, val: number): void {
-    if (this.jSlot !== null) {
-      this.jSlot.push(i);
-      this.jKey.push(this.keys[i]);
-      this.jVal.push(this.vals[i]);
+    if (this.journaling && this.jGrown === null && this.jSeen[i] !== this.jGen) {
+      this.jSeen[i] = this.jGen;
+      if (this.jLen === this.jSlot.length) {
+        const n = this.jLen * 2;
+        const sl = new Int32Array(n), k = new Float64Array(n), v = new Int32Array(n);
+        sl.set(this.jSlot);
+        k.set(this.jKey);
+        v.set(this.jVal);
+        this.jSlot = sl;
+        this.jKey = k;
+        this.jVal = v;
+      }
+      this.jSlot[this.jLen] = i;
+      this.jKey[this.jLen] = this.keys[i];
+      this.jVal[this.jLen++] = this.vals[i];
     }
     this.keys[i] = key;
     this.vals[i] = val;
@@ -120,15 +135,13 @@ export class BlockHashTable {
   }
   private grow(): void {
     const oldK = this.keys, oldV = this.vals;
-    const journaling = this.jSlot;
-    if (journaling !== null && this.jGrown === null) this.jGrown = { keys: oldK, vals: oldV, mask: this.mask, at: journaling.length };
-    this.jSlot = null; // the new arrays are dropped whole on rollback
+    if (this.journaling && this.jGrown === null) this.jGrown = { keys: oldK, vals: oldV, mask: this.mask, seen: this.jSeen };
     this.keys = new Float64Array(oldK.length * 2);
     this.vals = new Int32Array(oldK.length * 2).fill(-1);
     this.mask = this.keys.length - 1;
+    this.jSeen = new Int32Array(this.keys.length);
     this.size = 0;
     for (let i = 0; i < oldV.length; i++) if (oldV[i] >= 0) this.setIfAbsent(oldK[i], oldV[i]);
-    this.jSlot = journaling;
   }
 }
 
@@ -150,9 +163,14 @@ export class BlockPool {
    * engine run a copy of its future on the real pool and then put everything back, in time proportional to
    * what changed rather than to the pool's size.
    */
-  private jArr: number[] | null = null;
-  private jIdx: number[] = [];
-  private jOld: number[] = [];
+  private journaling = false;
+  /** entries: (array code << 28 | index), old value; only the first write of a cell per journal is kept */
+  private jKey = new Int32Array(1024);
+  private jOld = new Float64Array(1024);
+  private jLen = 0;
+  /** per array and cell: the journal generation that saved it already */
+  private jGen = 0;
+  private readonly jSeen: Int32Array[];
   private jScalars = [0, 0, 0, 0];
 
   constructor(numBlocks: number) {
@@ -169,54 +187,66 @@ export class BlockPool {
     this.tail = numBlocks - 1;
     this.numFree = numBlocks;
     this.cache = new BlockHashTable(numBlocks);
+    this.jSeen = [0, 1, 2, 3].map(() => new Int32Array(numBlocks));
   }
 
   /** Start recording every change (nesting is not supported). */
   begin(): void {
-    if (this.jArr !== null) throw new Error('BlockPool: journal already open');
-    this.jArr = [];
-    this.jIdx.length = 0;
-    this.jOld.length = 0;
+    if (this.journaling) throw new Error('BlockPool: journal already open');
+    this.journaling = true;
+    this.jLen = 0;
+    this.jGen++;
     this.jScalars = [this.head, this.tail, this.numFree, this.evictions];
     this.cache.begin();
   }
 
   /** Undo every change since begin() and stop recording. */
   rollback(): void {
-    const arr = this.jArr;
-    if (arr === null) return;
-    const idx = this.jIdx, old = this.jOld;
-    for (let k = arr.length - 1; k >= 0; k--) {
-      const a = arr[k];
-      if (a === J_REF) this.refCnt[idx[k]] = old[k];
-      else if (a === J_HASH) this.hashOf[idx[k]] = old[k];
-      else if (a === J_PREV) this.prev[idx[k]] = old[k];
-      else this.next[idx[k]] = old[k];
+    if (!this.journaling) return;
+    const key = this.jKey, old = this.jOld;
+    for (let k = 0; k < this.jLen; k++) {
+      const a = key[k] >>> 28;
+      const i = key[k] & 0xfffffff;
+      if (a === J_REF) this.refCnt[i] = old[k];
+      else if (a === J_HASH) this.hashOf[i] = old[k];
+      else if (a === J_PREV) this.prev[i] = old[k];
+      else this.next[i] = old[k];
     }
     [this.head, this.tail, this.numFree, this.evictions] = this.jScalars;
-    this.jArr = null;
+    this.journaling = false;
+    this.jLen = 0;
     this.cache.rollback();
   }
 
   private log(a: number, i: number, old: number): void {
-    this.jArr!.push(a);
-    this.jIdx.push(i);
-    this.jOld.push(old);
+    const seen = this.jSeen[a];
+    if (seen[i] === this.jGen) return;
+    seen[i] = this.jGen;
+    if (this.jLen === this.jKey.length) {
+      const k = new Int32Array(this.jLen * 2);
+      k.set(this.jKey);
+      this.jKey = k;
+      const o = new Float64Array(this.jLen * 2);
+      o.set(this.jOld);
+      this.jOld = o;
+    }
+    this.jKey[this.jLen] = (a << 28) | i;
+    this.jOld[this.jLen++] = old;
   }
   private setRef(b: number, v: number): void {
-    if (this.jArr !== null) this.log(J_REF, b, this.refCnt[b]);
+    if (this.journaling) this.log(J_REF, b, this.refCnt[b]);
     this.refCnt[b] = v;
   }
   private setHash(b: number, h: number): void {
-    if (this.jArr !== null) this.log(J_HASH, b, this.hashOf[b]);
+    if (this.journaling) this.log(J_HASH, b, this.hashOf[b]);
     this.hashOf[b] = h;
   }
   private setPrev(b: number, v: number): void {
-    if (this.jArr !== null) this.log(J_PREV, b, this.prev[b]);
+    if (this.journaling) this.log(J_PREV, b, this.prev[b]);
     this.prev[b] = v;
   }
   private setNext(b: number, v: number): void {
-    if (this.jArr !== null) this.log(J_NEXT, b, this.next[b]);
+    if (this.journaling) this.log(J_NEXT, b, this.next[b]);
     this.next[b] = v;
   }
 
