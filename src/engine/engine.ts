@@ -95,6 +95,24 @@ interface Req {
   estCached: number;
 }
 
+/** The id of the request predictTtftMs adds for a moment (never a client's: ids come from the front). */
+const PREDICT_ID = '\u0000predict';
+
+interface SavedState {
+  reqs: Req[];
+  /** 7 fields per request, then each one's block-list length */
+  fields: number[];
+  blocks: number[][];
+  waiting: Req[];
+  running: Req[];
+  planned: Req[];
+  plannedTokens: number[];
+  pendingEvents: EngineEvent[];
+  loraResident: string[];
+  loraRunningCount: Array<[string, number]>;
+  scalars: number[];
+}
+
 export class Engine {
   readonly profile: EngineProfile;
   private readonly pool: BlockPool;
@@ -111,6 +129,8 @@ export class Engine {
   private pendingEvents: EngineEvent[] = [];
   private inFlight = false;
   private stepEnd = 0;
+  /** false while predictTtftMs runs the future: no events are made */
+  private emit = true;
 
   private prefixQueries = 0;
   private prefixHits = 0;
@@ -258,7 +278,7 @@ export class Engine {
     this.loraRelease(r.lora);
     this.waiting.unshift(r);
     this.preemptionsTotal++;
-    this.pendingEvents.push({ type: 'preempted', id: r.id, at: now });
+    if (this.emit) this.pendingEvents.push({ type: 'preempted', id: r.id, at: now });
   }
 
   startStep(now: number): number | null {
@@ -353,7 +373,7 @@ export class Engine {
         waiting.splice(w, 1);
         r.state = RUNNING;
         running.push(r);
-        this.pendingEvents.push({ type: 'scheduled', id: r.id, at: now });
+        if (this.emit) this.pendingEvents.push({ type: 'scheduled', id: r.id, at: now });
         planned.push(r);
         plannedTokens.push(n);
         budget -= n;
@@ -379,6 +399,7 @@ export class Engine {
     const pool = this.pool;
     const planned = this.planned;
     const plannedTokens = this.plannedTokens;
+    const emit = this.emit;
     let finished = false;
     for (let i = 0; i < planned.length; i++) {
       const r = planned[i];
@@ -393,9 +414,9 @@ export class Engine {
         if (!r.firstTokenDone) {
           r.firstTokenDone = true;
           this.promptTokensTotal += r.promptLen;
-          events.push({ type: 'first_token', id: r.id, at: now, cachedTokens: r.cachedTokens, promptTokens: r.promptLen });
+          if (emit) events.push({ type: 'first_token', id: r.id, at: now, cachedTokens: r.cachedTokens, promptTokens: r.promptLen });
         }
-        events.push({ type: 'token', id: r.id, at: now, index });
+        if (emit) events.push({ type: 'token', id: r.id, at: now, index });
         if (r.outputCount >= r.maxTokens || r.promptLen + r.outputCount >= maxModelLen) {
           r.state = DONE;
           pool.releaseAll(r.blocks);
@@ -404,7 +425,7 @@ export class Engine {
           this.byId.delete(r.id);
           this.successTotal++;
           finished = true;
-          events.push({ type: 'finished', id: r.id, at: now, outputTokens: r.outputCount, reason: 'length' });
+          if (emit) events.push({ type: 'finished', id: r.id, at: now, outputTokens: r.outputCount, reason: 'length' });
         }
       }
     }
@@ -440,6 +461,128 @@ export class Engine {
       stepsTotal: this.stepsTotal,
       busy: this.busy,
     };
+  }
+
+  /**
+   * The exact TTFT a request added now would get here if nothing else arrived afterwards: the engine's
+   * whole state (step in flight, queue, running batch, KV blocks and prefix cache, LoRA slots) is run
+   * forward step by step with the request added, until its first token; then everything is put back as it
+   * was (the block pool records its changes and undoes them, the requests' progress is saved and
+   * restored), so the call has no effect on the engine. Stops early and answers Infinity once the answer is
+   * known to exceed `limitMs` (a caller comparing engines passes the best TTFT found so far), and answers
+   * Infinity when this engine cannot take the request (it does not fit, no LoRA support).
+   */
+  predictTtftMs(promptTokens: ArrayLike<number>, lora: string | undefined, now: number, limitMs = Infinity): number {
+    const saved = this.save();
+    this.pool.begin();
+    this.emit = false;
+    try {
+      try {
+        this.add({ id: PREDICT_ID, promptTokens, maxTokens: 1, lora }, now);
+      } catch {
+        return Infinity;
+      }
+      const r = this.byId.get(PREDICT_ID)!;
+      let t = now;
+      if (this.inFlight) {
+        t = this.stepEnd;
+        if (t - now > limitMs) return Infinity;
+        this.finishStep(t);
+      }
+      for (;;) {
+        const d = this.startStep(t);
+        if (d === null) return Infinity; // nothing can run: it would never start
+        t += d;
+        if (t - now > limitMs) return Infinity;
+        this.finishStep(t);
+        if (r.firstTokenDone) return t - now;
+      }
+    } finally {
+      this.emit = true;
+      this.pool.rollback();
+      this.restore(saved);
+    }
+  }
+
+  private save(): SavedState {
+    const reqs = [...this.byId.values()];
+    const fields: number[] = new Array(reqs.length * 7);
+    const blocks: number[][] = new Array(reqs.length);
+    for (let i = 0; i < reqs.length; i++) {
+      const r = reqs[i];
+      const o = i * 7;
+      fields[o] = r.numComputed;
+      fields[o + 1] = r.outputCount;
+      fields[o + 2] = r.hashedBlocks;
+      fields[o + 3] = r.state;
+      fields[o + 4] = r.firstTokenDone ? 1 : 0;
+      fields[o + 5] = r.cachedTokens;
+      fields[o + 6] = r.scheduledOnce ? 1 : 0;
+      blocks[i] = r.blocks;
+      // a request's block list only grows by push or is replaced: its length is enough to restore it
+      fields.push(r.blocks.length);
+    }
+    return {
+      reqs,
+      fields,
+      blocks,
+      waiting: this.waiting.slice(),
+      running: this.running.slice(),
+      planned: this.planned.slice(),
+      plannedTokens: this.plannedTokens.slice(),
+      pendingEvents: this.pendingEvents.slice(),
+      loraResident: [...this.loraResident.keys()],
+      loraRunningCount: [...this.loraRunningCount],
+      scalars: [
+        this.inFlight ? 1 : 0,
+        this.stepEnd,
+        this.prefixQueries,
+        this.prefixHits,
+        this.promptTokensTotal,
+        this.generationTokensTotal,
+        this.successTotal,
+        this.preemptionsTotal,
+        this.stepsTotal,
+      ],
+    };
+  }
+
+  private restore(s: SavedState): void {
+    const n = s.reqs.length;
+    this.byId.clear();
+    for (let i = 0; i < n; i++) {
+      const r = s.reqs[i];
+      const o = i * 7;
+      r.numComputed = s.fields[o];
+      r.outputCount = s.fields[o + 1];
+      r.hashedBlocks = s.fields[o + 2];
+      r.state = s.fields[o + 3];
+      r.firstTokenDone = s.fields[o + 4] === 1;
+      r.cachedTokens = s.fields[o + 5];
+      r.scheduledOnce = s.fields[o + 6] === 1;
+      r.blocks = s.blocks[i];
+      r.blocks.length = s.fields[n * 7 + i];
+      this.byId.set(r.id, r);
+    }
+    this.waiting = s.waiting;
+    this.running = s.running;
+    this.planned = s.planned;
+    this.plannedTokens = s.plannedTokens;
+    this.pendingEvents = s.pendingEvents;
+    this.loraResident.clear();
+    for (const k of s.loraResident) this.loraResident.set(k, true);
+    this.loraRunningCount.clear();
+    for (const [k, v] of s.loraRunningCount) this.loraRunningCount.set(k, v);
+    const x = s.scalars;
+    this.inFlight = x[0] === 1;
+    this.stepEnd = x[1];
+    this.prefixQueries = x[2];
+    this.prefixHits = x[3];
+    this.promptTokensTotal = x[4];
+    this.generationTokensTotal = x[5];
+    this.successTotal = x[6];
+    this.preemptionsTotal = x[7];
+    this.stepsTotal = x[8];
   }
 
   /**

@@ -7,7 +7,7 @@ import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
 import { formatClasses, parsePriorityMix, withPriorities, type PriorityMix } from './priority.js';
-import { SIM_POLICIES, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
+import { SIM_POLICIES, SIM_YARDSTICKS, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
 import type { ReplicaOptions } from './router-policy.js';
@@ -41,7 +41,10 @@ Workload:
                             critical=0.2,standard=0.5,sheddable=0.3); figures per class follow the table
 Pool:
   --endpoints N             simulated servers (default 8)
-  --policies a,b            of ${SIM_POLICIES.join(', ')} (default all)
+  --policies a,b            of ${SIM_POLICIES.join(', ')} (default all);
+                            oracle and greedy_estimate read every server's true state (yardsticks): the
+                            oracle picks the exact lowest TTFT (each server's state run forward),
+                            greedy_estimate an estimate of it
   --config FILE             take scoring/prefix/saturation/metrics and max_num_seqs from this config's
                             first pool
   --seed N                  seeds generators and the random policy (default 1)
@@ -60,7 +63,8 @@ Replicas (several gateways, each with its own router, behind a client-side sprea
 Yardstick:
   --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 2s): a request meets an SLO
                             when it completed within the bound and its mean gap between tokens ≤ --slo-itl;
-                            rejected and failed requests count as misses
+                            rejected and failed requests count as misses; the oracle never sheds a
+                            request some server could answer within the first bound
   --slo-itl D               the mean inter-token bound (default 100ms); durations need a unit (ms, s, m)
 Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
@@ -126,11 +130,11 @@ function simulationReport(res: SimResult, offered: Map<string, Float64Array> | u
     title: `infergate simulate: ${w.trace}, rate ×${w.rate_scale}`,
     about:
       `${w.requests} requests replayed in virtual time against ${w.endpoints} simulated vLLM servers, once per policy, ` +
-      `seed ${w.seed}; times are in ms of engine time. The oracle reads each engine's true state (no real router can) ` +
-      'and is a yardstick, not a candidate.',
+      `seed ${w.seed}; times are in ms of engine time. The oracle (exact TTFT per server, from its true state run forward) ` +
+      'and greedy_estimate (an estimate of it) read every server\'s true state, which no real router can: yardsticks, not candidates.',
     policies,
     valid: true,
-    yardsticks: ['oracle'],
+    yardsticks: [...SIM_YARDSTICKS],
     settings: { workload: w },
   });
 }

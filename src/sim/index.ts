@@ -3,12 +3,12 @@
  * servers (src/engine) with the gateway's own picker (src/routing), per policy, against an oracle.
  */
 export { simulateMain, SIMULATE_HELP } from './cli.js';
-export { runSimulation, runPolicy, scaleArrivals, profileFor, SIM_POLICIES } from './simulate.js';
+export { runSimulation, runPolicy, scaleArrivals, profileFor, SIM_POLICIES, SIM_YARDSTICKS } from './simulate.js';
 export type { SimulationOptions, SimPolicyName } from './simulate.js';
 export { runLoop, requestTokens } from './loop.js';
 export type { SimPolicy, PickContext, PickOutcome, LoopOptions } from './loop.js';
 export type { RequestRecord } from './run-stats.js';
-export { oraclePolicy } from './policies.js';
+export { oraclePolicy, greedyEstimatePolicy } from './policies.js';
 export { generateWorkload, GENERATORS, DEFAULT_RATES } from './generators.js';
 export type { GeneratorName, GenerateOptions } from './generators.js';
 export {

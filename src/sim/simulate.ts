@@ -4,14 +4,16 @@ import { DEFAULT_PROFILE } from '../engine/index.js';
 import type { PolicyName } from '../routing/index.js';
 import { simConfig, type PoolSettings } from './config.js';
 import { runLoop, type LoopOptions } from './loop.js';
-import { oraclePolicy } from './policies.js';
+import { greedyEstimatePolicy, oraclePolicy } from './policies.js';
 import { endpointName, routerPolicy, type ReplicaOptions } from './router-policy.js';
 import type { RequestRecord } from './run-stats.js';
-import type { SloSpec } from './slo.js';
+import { DEFAULT_SLOS, type SloSpec } from './slo.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
 
-/** The router's policies (in the order runs are reported) and the oracle. */
-export const SIM_POLICIES = ['round_robin', 'least_request', 'random', 'scored', 'oracle'] as const satisfies readonly (PolicyName | 'oracle')[];
+/** The router's policies (in the order runs are reported) and the two yardsticks with full knowledge. */
+export const SIM_POLICIES = ['round_robin', 'least_request', 'random', 'scored', 'greedy_estimate', 'oracle'] as const satisfies readonly (PolicyName | 'greedy_estimate' | 'oracle')[];
+/** Policies that read the engines' true state: shown for comparison, never a candidate to deploy. */
+export const SIM_YARDSTICKS: readonly string[] = ['greedy_estimate', 'oracle'];
 export type SimPolicyName = (typeof SIM_POLICIES)[number];
 
 export interface SimulationOptions {
@@ -23,7 +25,7 @@ export interface SimulationOptions {
   endpoints?: number;
   /** engine profile overrides (default: the engine's DEFAULT_PROFILE) */
   profile?: Partial<EngineProfile>;
-  /** default: all five */
+  /** default: all of SIM_POLICIES */
   policies?: readonly string[];
   /** the pool's scoring/prefix/saturation/metrics/max_num_seqs (default: the config schema's defaults) */
   pool?: PoolSettings;
@@ -82,10 +84,14 @@ export function runPolicy(
   const models = [...new Set(requests.map((r) => r.model).filter((m): m is string => m !== undefined))].sort();
   const setup = simConfig(names, models, opts.pool);
   const sat = setup.pool.saturation;
+  const admission = { queueDepth: sat.queue_depth, kvCache: sat.kv_cache };
+  const deadlineMs = (opts.slos ?? DEFAULT_SLOS)[0]?.ttftMs ?? DEFAULT_SLOS[0].ttftMs;
   const make =
     policy === 'oracle'
-      ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, { queueDepth: sat.queue_depth, kvCache: sat.kv_cache })
-      : routerPolicy(setup, policy, opts.seed, opts.profile, opts.replicas);
+      ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, admission, deadlineMs)
+      : policy === 'greedy_estimate'
+        ? (engines: Parameters<typeof greedyEstimatePolicy>[0]) => greedyEstimatePolicy(engines, admission)
+        : routerPolicy(setup, policy, opts.seed, opts.profile, opts.replicas);
   return runLoop(requests, make, { endpoints: opts.endpoints, profile: opts.profile, scrapeIntervalMs: setup.scrapeIntervalMs, record: opts.record, slos: opts.slos, queue: opts.queue });
 }
 

@@ -46,5 +46,7 @@ percentiles are over completed requests only, so compare rej too; req/s = comple
 output tokens per second; hit% = prompt tokens served from the engines' prefix caches; slo% = share of all
 offered requests (rejected and failed ones count as misses) that completed within the first SLO (--slo-ttft,
 default 2s, and mean inter-token gap ≤ --slo-itl, default 100ms); good/s = those requests per second (goodput).
-oracle = a yardstick that reads each engine's true queue and cache (no real router can), not a policy to deploy.
+oracle = a yardstick, not a policy to deploy: for each request it runs a copy of every engine's true state forward
+and picks the exact lowest TTFT (ignoring later arrivals); it sheds only when every engine is saturated and none
+could answer within the first SLO's TTFT. greedy_estimate = the same choice on an O(queue) estimate of that TTFT.
 `;

@@ -49,3 +49,31 @@ t.test('figures and records from request fates', async (t) => {
 t.test('an empty run', async (t) => {
   t.match(new RunStats([], 3).result('p', 0), { requests: 0, completed: 0, errors: 0, throughput_rps: 0, per_endpoint: [0, 0, 0] });
 });
+
+t.test('SLO attainment over offered requests: a rejection and a failure are misses (hand-computed)', async (t) => {
+  // four offered: #0 completes (TTFT 50 ms, gaps 10 and 20 → mean ITL 15 ms), #1 is refused, #2 fails,
+  // #3 completes late (TTFT 150 ms, one gap of 10 ms)
+  const requests = [req(0), req(100), req(200), req(300)];
+  const s = new RunStats(requests, 1, undefined, [{ ttftMs: 100, itlMs: 20 }, { ttftMs: 200, itlMs: 20 }, { ttftMs: 100, itlMs: 12 }]);
+  s.dispatched(0, 0);
+  s.firstToken(0, 50, 10, 0);
+  s.token(0, 0, 50);
+  s.token(0, 1, 60);
+  s.token(0, 2, 80);
+  s.completedAt(0, 80, 3);
+  s.rejectedAt(1, 100);
+  s.failedAt(2, 200);
+  s.dispatched(3, 0);
+  s.firstToken(3, 450, 10, 0);
+  s.token(3, 0, 450);
+  s.token(3, 1, 460);
+  s.completedAt(3, 500, 2);
+  const r = s.result('p', 0);
+  t.equal(r.duration_s, 0.5, 'the run lasts from the first arrival to the last end');
+  t.equal(r.shed_share, 0.25, '1 of 4 refused');
+  // ≤ 100 ms / 20 ms: only #0 (1 of 4, not 1 of 2 completed); ≤ 200 ms: #0 and #3; mean ITL ≤ 12 ms: only #3's 10 ms, but it is late
+  t.same(r.slo.map((x) => x.attainment), [0.25, 0.5, 0]);
+  t.same(r.slo.map((x) => x.goodput_rps), [2, 4, 0], 'met requests per second of the run');
+  // offered TTFTs sorted: 50, 150, never, never → p50 (rank 2) is 150, p90 and p99 fall on the unserved
+  t.same(r.ttft_offered_ms, { p50: 150, p90: null, p99: null });
+});

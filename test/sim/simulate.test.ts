@@ -25,7 +25,7 @@ t.test('byte-identical JSON for the same inputs and seed (API and CLI)', async (
   const j = JSON.parse(readFileSync(out(1), 'utf8'));
   t.same(Object.keys(j), ['workload', 'runs']);
   t.match(j.workload, { trace: 'multi-turn', requests: 120, endpoints: 4, seed: 9 });
-  t.same(j.runs.map((r: { policy: string }) => r.policy), ['round_robin', 'least_request', 'random', 'scored', 'oracle']);
+  t.same(j.runs.map((r: { policy: string }) => r.policy), ['round_robin', 'least_request', 'random', 'scored', 'greedy_estimate', 'oracle']);
   for (const r of j.runs) {
     for (const k of ['requests', 'completed', 'errors', 'rejected', 'throughput_rps', 'output_tokens_per_s', 'prefix_cache_hit_rate']) {
       t.type(r[k], 'number', `${r.policy}.${k}`);
@@ -59,13 +59,14 @@ t.test('every request is completed, rejected or an error', async (t) => {
 // The oracle is greedy (lowest true TTFT for each arrival, blind to what its choice does to later ones), so
 // a router that keeps caches warmer can beat it by a little; no policy may beat it by much, and the
 // baselines never.
-t.test('the oracle has the lowest mean TTFT on a small trace (scored: within 15%)', { skip: !hasTrace && 'no shared trace' }, async (t) => {
+t.test('the oracle has the lowest mean TTFT on a small trace (scored: within 15%, greedy_estimate 3%)', { skip: !hasTrace && 'no shared trace' }, async (t) => {
   const reqs = loadTrace(TRACE, 400);
   for (const rateScale of [1, 3]) {
     const res = runSimulation({ requests: reqs, trace: 'mooncake[0:400]', rateScale });
     const oracle = res.runs.find((r) => r.policy === 'oracle')!;
     for (const r of res.runs) {
-      const slack = r.policy === 'scored' ? 0.85 : 1;
+      // greedy_estimate makes the same greedy choice on an estimate: it can land a hair ahead (0.25% at x1)
+      const slack = r.policy === 'scored' ? 0.85 : r.policy === 'greedy_estimate' ? 0.97 : 1;
       t.ok(oracle.ttft_ms.mean * slack <= r.ttft_ms.mean, `x${rateScale}: oracle ${oracle.ttft_ms.mean} (×${slack}) ≤ ${r.policy} ${r.ttft_ms.mean}`);
     }
   }
