@@ -224,7 +224,7 @@ h1{font-size:22px;margin:0 0 10px} h2{font-size:18px;margin:22px 0 6px} h3{font-
 .wide{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:8px 0 6px;font-size:12.5px}
 th,td{border:1px solid #ccc;padding:3px 5px;text-align:right;white-space:nowrap}
-thead th{background:#f3f3f3;text-align:center} tbody th{text-align:left}
+thead th{background:#f3f3f3;text-align:center} tbody th{text-align:left;white-space:normal}
 td.better{background:#dff1e4;color:#14532d;font-weight:600} td.worse{background:#fbe3e1;color:#7f1d1d}
 small.worse{color:#b3261e}
 td.agree{color:#1d4e89} td.apart{color:#1d4e89;font-weight:700;text-decoration:underline dotted}
