@@ -3,6 +3,7 @@
 // keeps landing on the endpoint that holds its prefix (that mock's prefix-cache hits rise); with Redis
 // killed both keep serving and say they are on their own (gauge, log line); with Redis back, sharing resumes.
 import t from 'tap';
+import { Redis } from 'ioredis';
 import { startRedis } from '../helpers/redis.js';
 import { startGateway, gatewayConfig, until, type RunningGateway } from '../helpers/process.js';
 import { startMocks, chat, longText, scrape, metric, mockMetric } from '../e2e/support.js';
@@ -60,6 +61,34 @@ t.test('a conversation alternating between the gateways stays on its endpoint', 
   for (let i = 0; i < convs.length; i++) {
     t.equal(await turn(a, convs[i], 'Third question, back through the first gateway.'), homes[i], `conversation ${i}, turn 3 through A`);
   }
+});
+
+t.test('whatever else is published on the channel is counted invalid and changes nothing', async (t) => {
+  const intruder = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  t.teardown(() => intruder.disconnect());
+  const before = await messages(b, 'received', 'invalid');
+  const c = conversation('intruded');
+  const home = await turn(a, c, 'A question before the noise.');
+  // garbage, a truncated header, a foreign version, and a huge claimed record count
+  await intruder.publish('test:routing', Buffer.from('{"pool":"p","endpoint":"x"}'));
+  await intruder.publish('test:routing', Buffer.from([0x49, 1, 0, 0]));
+  await intruder.publish('test:routing', Buffer.from([0x49, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+  await intruder.publish('test:routing', Buffer.from([0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]));
+  await until(async () => (await messages(b, 'received', 'invalid')) >= before + 4, 10_000, 'B counted the four invalid messages');
+  t.equal(await turn(b, c, 'And a follow-up through B.'), home, 'B still routes the conversation to its endpoint');
+});
+
+t.test('Redis hanging (SIGSTOP): requests are answered, publishes time out and are counted', async (t) => {
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const before = await messages(a, 'sent', 'error');
+  for (let i = 0; i < 3; i++) {
+    const c = conversation(`hung-${i}`);
+    const home = await turn(a, c, 'Asked while Redis hangs.');
+    t.ok(mocks.endpoints.includes(home), `request ${i} answered by ${home} while Redis hangs`);
+  }
+  await until(async () => (await messages(a, 'sent', 'error')) > before, 10_000, 'the stuck publishes time out and count as errors');
+  redis.resume();
 });
 
 t.test('Redis killed: both keep serving on their own knowledge, and say so', async (t) => {
