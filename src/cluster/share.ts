@@ -12,7 +12,8 @@
  * reconnects by itself (every 50 ms to 1 s) and resubscribes, and sharing resumes. What was learned while
  * Redis was away is not sent later (stale knowledge is worth little; the index relearns from traffic).
  *
- * Bounds: a batch holds at most MAX_RECORDS picks (more in one turn are dropped); at most MAX_OUTSTANDING
+ * Bounds: a batch holds at most MAX_RECORDS picks and MAX_BATCH_HASHES hashes (more in one turn are
+ * dropped); at most MAX_OUTSTANDING
  * publishes wait for Redis's answer at once (past that Redis is behind and the batch is dropped); each
  * publish times out after PUBLISH_TIMEOUT_MS.
  */
@@ -23,6 +24,8 @@ import { decode, encode, MAX_HASHES, MAX_RECORDS, nameFits, SENDER_BYTES, type L
 /** publishes sent and not yet answered, at most */
 export const MAX_OUTSTANDING = 32;
 export const PUBLISH_TIMEOUT_MS = 1000;
+/** hashes a batch holds in all, at most (1 MiB of them): a turn that learned more drops the rest */
+export const MAX_BATCH_HASHES = 262_144;
 /** the Redis-away warning is logged at most this often */
 const DOWN_LOG_INTERVAL_MS = 60_000;
 
@@ -51,6 +54,7 @@ export class ClusterShare {
   /** this process's id in every batch it sends (its own batches come back from the channel: skipped) */
   private readonly sender = randomBytes(SENDER_BYTES);
   private queue: Learned[] = [];
+  private queuedHashes = 0;
   private flushScheduled = false;
   private outstanding = 0;
   private up = false;
@@ -106,13 +110,20 @@ export class ClusterShare {
     if (this.closed) return;
     const n = Math.min(totalBlocks, chain.length, MAX_HASHES);
     if (n <= 0) return;
-    if (!this.connected || this.queue.length >= MAX_RECORDS || !nameFits(pool) || !nameFits(endpoint)) {
+    if (
+      !this.connected ||
+      this.queue.length >= MAX_RECORDS ||
+      this.queuedHashes + n > MAX_BATCH_HASHES ||
+      !nameFits(pool) ||
+      !nameFits(endpoint)
+    ) {
       this.hooks.count('sent', 'dropped', 1);
       return;
     }
     const hashes = new Uint32Array(n);
     for (let i = 0; i < n; i++) hashes[i] = chain[i] >>> 0;
     this.queue.push({ pool, endpoint, hashes });
+    this.queuedHashes += n;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
@@ -123,6 +134,7 @@ export class ClusterShare {
     this.flushScheduled = false;
     const batch = this.queue;
     this.queue = [];
+    this.queuedHashes = 0;
     if (batch.length === 0) return;
     if (!this.connected || this.outstanding >= MAX_OUTSTANDING) {
       this.hooks.count('sent', 'dropped', batch.length);
