@@ -22,6 +22,8 @@ export const RESTART_ONLY: readonly (readonly string[])[] = [
   ['limits', 'max_connections'],
   ['limits', 'max_connections_per_client'],
   ['quota'],
+  // the cluster connections are made once, at start
+  ['cluster'],
   // the client front holds the CORS policy it was built with
   ['cors'],
   // the span exporter is made once, at start

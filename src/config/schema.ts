@@ -260,6 +260,21 @@ const quota = z
   .prefault({})
   .describe('Where tenant quotas are counted.');
 
+/** Routing knowledge shared between gateway replicas (src/cluster/README.md). */
+const cluster = z
+  .strictObject({
+    /** none: each gateway learns alone; redis: every gateway on the same Redis channel shares what it learned */
+    backend: z.enum(['none', 'redis']).default('none').describe("How replicas share what they learned about prefixes: none (each gateway alone) or redis (pub/sub on one Redis)."),
+    url: z
+      .string()
+      .regex(/^rediss?:\/\/\S+$/, 'a Redis URL: redis://HOST:PORT[/DB] or rediss://… (TLS)')
+      .optional()
+      .describe('The Redis the replicas share through, redis://HOST:PORT[/DB] or rediss:// for TLS (required with backend: redis).'),
+    channel: z.string().min(1).default('infergate:routing').describe('The Redis pub/sub channel the replicas of one deployment share (a channel name).'),
+  })
+  .prefault({})
+  .describe('Gateway replicas that route as one: each publishes the picks it learned and applies the others\'.');
+
 const target = z
   .strictObject({
     model: z.string().min(1).describe('A model listed under models that has a pool.'),
@@ -512,6 +527,7 @@ export const configSchema = z
     limits,
     tenants,
     quota,
+    cluster,
     models: z.array(modelRoute).min(1, 'at least one model must be listed').describe('The model names clients may ask for and what serves each (at least one).'),
     pools: z.record(z.string().min(1), pool.describe('One pool of interchangeable model servers, by name.')).describe('The pools of model servers, by name.'),
   })
@@ -526,11 +542,15 @@ function crossChecks(cfg: unknown, ctx: z.RefinementCtx): void {
   const c = (cfg ?? {}) as {
     auth?: { mode?: unknown; allow_unauthenticated?: unknown; jwt?: unknown };
     quota?: { backend?: unknown; redis?: { url?: unknown; timeout?: unknown; lease_ttl?: unknown } };
+    cluster?: { backend?: unknown; url?: unknown };
     models?: unknown;
     pools?: unknown;
   };
   if (c.quota?.backend === 'redis' && c.quota.redis?.url === undefined) {
     ctx.addIssue({ code: 'custom', path: ['quota', 'redis', 'url'], message: 'quota.backend "redis" needs quota.redis.url (e.g. redis://127.0.0.1:6379)' });
+  }
+  if (c.cluster?.backend === 'redis' && c.cluster.url === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['cluster', 'url'], message: 'cluster.backend "redis" needs cluster.url (e.g. redis://127.0.0.1:6379)' });
   }
   const leaseTtl = c.quota?.redis?.lease_ttl;
   if (typeof leaseTtl === 'number' && leaseTtl < 3000) {
@@ -694,3 +714,4 @@ function subschemas(n: Record<string, unknown>): unknown[] {
 }
 export type TenantsConfig = Config['tenants'];
 export type QuotaConfig = Config['quota'];
+export type ClusterConfig = Config['cluster'];

@@ -9,6 +9,7 @@ import { planReload } from '../config/reload-plan.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
 import { Quota } from '../quota/index.js';
+import { startCluster, type ClusterShare } from '../cluster/index.js';
 import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
@@ -90,6 +91,8 @@ export class Gateway implements GatewayContext {
   private drainWaiter: (() => void) | undefined;
   private fdGuard: FdGuard | undefined;
   private tlsReloader: TlsReloader | undefined;
+  /** routing knowledge shared with the replicas (the `cluster` section; src/cluster/) */
+  private readonly cluster: ClusterShare | undefined;
 
   constructor(
     config: Config,
@@ -99,6 +102,7 @@ export class Gateway implements GatewayContext {
     this.genCtx = new GenerationContext(this, this.gen);
     this.router = new Router(routerConfig(config), {
       onEjection: (pool, endpoint, outcome) => this.metrics.ejection(pool, endpoint, outcome),
+      onLearn: (pool, endpoint, chain, totalBlocks) => this.cluster?.learned(pool, endpoint, chain, totalBlocks),
     });
     this.upstreams = new Upstreams(
       config.limits,
@@ -124,6 +128,7 @@ export class Gateway implements GatewayContext {
       logger: this.logger,
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
     });
+    this.cluster = startCluster(config.cluster, this.router, this.metrics.registry, this.logger);
     this.scheme = config.listen.tls ? 'https' : 'http';
     this.cors = config.cors ? new Cors(config.cors) : undefined;
   }
@@ -450,6 +455,7 @@ export class Gateway implements GatewayContext {
     // the cut requests answer (error event or 503) as undici reports the destroyed connections
     if (this.inFlight > 0) await this.inFlightDone(1_000);
     await this.quota.close(); // after the last request released its lease
+    this.cluster?.close();
     await this.tracing.shutdown(); // the last spans exported (bounded by tracing.export_timeout)
     this.adminFront?.close();
   }

@@ -128,3 +128,17 @@ t.test('the Services select pods that exist and name ports they have', async (t)
   const volume = (pod.volumes as Obj[]).find((v) => v.name === mount.name);
   t.equal(volume?.configMap?.name, cm.metadata.name, 'the config volume is the ConfigMap');
 });
+
+t.test('the gateways share routing knowledge through the Redis the manifests run', async (t) => {
+  t.equal(config.cluster?.backend, 'redis', 'cluster.backend: redis');
+  const url = new URL(config.cluster.url as string);
+  const svc = byKind('Service', 'infergate-redis')!;
+  t.equal(url.hostname, svc.metadata.name, 'cluster.url names the Redis Service');
+  t.equal(Number(url.port), svc.spec.ports[0].port, 'and its port');
+  const redis = byKind('Deployment', 'infergate-redis')!;
+  const labels = redis.spec.template.metadata.labels as Obj;
+  t.ok(Object.entries(svc.spec.selector as Obj).every(([k, v]) => labels[k] === v), 'the Service selects the Redis pod');
+  const c = redis.spec.template.spec.containers[0] as Obj;
+  t.ok(c.ports.some((p: Obj) => p.name === svc.spec.ports[0].targetPort), 'the Service\'s targetPort is the container\'s');
+  t.notOk(selects(svc.spec.selector), 'the gateway Service and Redis select different pods');
+});

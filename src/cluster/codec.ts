@@ -1,0 +1,125 @@
+/**
+ * The wire form of what replicas tell each other: a batch of learned picks (pool, endpoint, the request's
+ * prefix block hashes), binary and compact. Pure: no I/O.
+ *
+ * Layout (little-endian):
+ *   u8 magic 0x49 ('I'), u8 version 1, 8 bytes sender id, u16 string count, u16 record count,
+ *   strings: u8 byte length + UTF-8 bytes each (pool and endpoint names, each said once per batch),
+ *   records: u16 pool string index, u16 endpoint string index, u16 hash count, u32 hashes.
+ * A pick whose pool or endpoint name is over 255 bytes is not sent (no such name is a real host:port).
+ * decode() checks every length against the buffer and throws on anything malformed: the channel may carry
+ * anything anyone with access to the Redis publishes.
+ */
+
+export const MAGIC = 0x49;
+export const VERSION = 1;
+export const SENDER_BYTES = 8;
+/** the most hashes one record carries (prefix.max_blocks allows more; the deepest blocks are left out) */
+export const MAX_HASHES = 8192;
+/** the most records (and distinct names) a batch holds */
+export const MAX_RECORDS = 1024;
+const HEADER = 2 + SENDER_BYTES + 4;
+const NAME_MAX = 255;
+
+export interface Learned {
+  pool: string;
+  endpoint: string;
+  /** the chain of block hashes (uint32), its first `length` entries */
+  hashes: Uint32Array;
+}
+
+export interface Batch {
+  sender: Buffer;
+  records: Learned[];
+}
+
+/** Whether a name fits the wire form. */
+export function nameFits(name: string): boolean {
+  return name.length > 0 && Buffer.byteLength(name, 'utf8') <= NAME_MAX;
+}
+
+/** One batch as bytes. `records` must hold at most MAX_RECORDS, with names that fit (nameFits). */
+export function encode(sender: Buffer, records: readonly Learned[]): Buffer {
+  if (sender.length !== SENDER_BYTES) throw new Error(`the sender id is ${SENDER_BYTES} bytes`);
+  if (records.length > MAX_RECORDS) throw new Error(`a batch holds at most ${MAX_RECORDS} records`);
+  const names = new Map<string, number>();
+  const nameBytes: Buffer[] = [];
+  const index = (s: string): number => {
+    let i = names.get(s);
+    if (i === undefined) {
+      i = nameBytes.length;
+      names.set(s, i);
+      nameBytes.push(Buffer.from(s, 'utf8'));
+    }
+    return i;
+  };
+  let size = HEADER;
+  const refs: Array<[number, number, number]> = [];
+  for (const r of records) {
+    const n = Math.min(r.hashes.length, MAX_HASHES);
+    refs.push([index(r.pool), index(r.endpoint), n]);
+    size += 6 + 4 * n;
+  }
+  for (const b of nameBytes) {
+    if (b.length > NAME_MAX || b.length === 0) throw new Error('a pool or endpoint name is empty or over 255 bytes');
+    size += 1 + b.length;
+  }
+  const out = Buffer.allocUnsafe(size);
+  out[0] = MAGIC;
+  out[1] = VERSION;
+  sender.copy(out, 2);
+  let o = 2 + SENDER_BYTES;
+  out.writeUInt16LE(nameBytes.length, o);
+  out.writeUInt16LE(records.length, o + 2);
+  o += 4;
+  for (const b of nameBytes) {
+    out[o++] = b.length;
+    b.copy(out, o);
+    o += b.length;
+  }
+  records.forEach((r, k) => {
+    const [p, e, n] = refs[k];
+    out.writeUInt16LE(p, o);
+    out.writeUInt16LE(e, o + 2);
+    out.writeUInt16LE(n, o + 4);
+    o += 6;
+    for (let i = 0; i < n; i++, o += 4) out.writeUInt32LE(r.hashes[i] >>> 0, o);
+  });
+  return out;
+}
+
+/** The batch in `buf`; throws (with a reason) on any malformed input. */
+export function decode(buf: Buffer): Batch {
+  if (buf.length < HEADER) throw new Error('shorter than a header');
+  if (buf[0] !== MAGIC) throw new Error('not an infergate cluster message');
+  if (buf[1] !== VERSION) throw new Error(`version ${buf[1]} (this gateway reads ${VERSION})`);
+  const sender = buf.subarray(2, 2 + SENDER_BYTES);
+  let o = 2 + SENDER_BYTES;
+  const nNames = buf.readUInt16LE(o);
+  const nRecords = buf.readUInt16LE(o + 2);
+  o += 4;
+  if (nNames > 2 * MAX_RECORDS || nRecords > MAX_RECORDS) throw new Error('too many records');
+  const names: string[] = [];
+  for (let i = 0; i < nNames; i++) {
+    if (o >= buf.length) throw new Error('truncated in the names');
+    const len = buf[o++];
+    if (len === 0 || o + len > buf.length) throw new Error('a name is empty or truncated');
+    names.push(buf.toString('utf8', o, o + len));
+    o += len;
+  }
+  const records: Learned[] = [];
+  for (let k = 0; k < nRecords; k++) {
+    if (o + 6 > buf.length) throw new Error('truncated in the records');
+    const p = buf.readUInt16LE(o);
+    const e = buf.readUInt16LE(o + 2);
+    const n = buf.readUInt16LE(o + 4);
+    o += 6;
+    if (p >= names.length || e >= names.length) throw new Error('a record names a string the batch does not hold');
+    if (n > MAX_HASHES || o + 4 * n > buf.length) throw new Error('a record\'s hashes are too many or truncated');
+    const hashes = new Uint32Array(n);
+    for (let i = 0; i < n; i++, o += 4) hashes[i] = buf.readUInt32LE(o);
+    records.push({ pool: names[p], endpoint: names[e], hashes });
+  }
+  if (o !== buf.length) throw new Error('trailing bytes');
+  return { sender: Buffer.from(sender), records };
+}
