@@ -1,20 +1,13 @@
 // The keys this API work added, as check-config reads them: a bad cors section is named with its path and
 // line; a good one (and prefix.embeddings) passes.
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { runCli, tempDir } from '../helpers/process.js';
+import { tempDir } from '../helpers/process.js';
+import { checkConfigText } from '../helpers/check-config.js';
 
 const dir = tempDir();
 const BASE = ['auth: {mode: none, allow_unauthenticated: true}', 'models: [{name: a, pool: p}]', 'pools: {p: {endpoints: ["127.0.0.1:1"], prefix: {embeddings: true}}}'];
 
-async function check(name: string, lines: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const f = join(dir, name);
-  writeFileSync(f, [...BASE, ...lines].join('\n') + '\n');
-  const p = runCli(['check-config', f]);
-  const code = await p.exited(20_000);
-  return { code, out: p.stdout(), err: p.stderr() };
-}
+const check = (name: string, lines: string[]) => checkConfigText(dir, name, [...BASE, ...lines].join('\n') + '\n', 20_000);
 
 t.test('a good cors section, a list or "*"', async (t) => {
   const list = await check('list.yaml', ['cors:', '  origins: [https://app.example.com, "http://localhost:3000"]', '  allow_headers: [authorization, content-type]', '  max_age: 1h']);

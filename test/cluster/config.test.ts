@@ -1,19 +1,13 @@
 // The cluster: keys as a user writes them: a good section passes check-config, each mistake is named with
 // its line, and the section is optional (a gateway without it routes alone).
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { runCli, tempDir } from '../helpers/process.js';
+import { tempDir } from '../helpers/process.js';
+import { checkConfigText } from '../helpers/check-config.js';
 
 const dir = tempDir();
 const BASE = 'auth: {mode: none, allow_unauthenticated: true}\nmodels: [{name: a, pool: p}]\npools: {p: {endpoints: ["127.0.0.1:1"]}}\n';
 
-async function check(name: string, text: string) {
-  const f = join(dir, name);
-  writeFileSync(f, text);
-  const p = runCli(['check-config', f]);
-  return { code: await p.exited(), out: p.stdout(), err: p.stderr() };
-}
+const check = (name: string, text: string) => checkConfigText(dir, name, text);
 
 t.test('a cluster on Redis with every key, and none at all', async (t) => {
   const r = await check('good.yaml', BASE + 'cluster:\n  backend: redis\n  url: "rediss://10.0.0.5:6380/1"\n  channel: "prod:routing"\n');

@@ -1,19 +1,13 @@
 // The quota: and tenants: keys as a user writes them: check-config names each mistake with its line,
 // and `infergate schema` shows the keys.
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { runCli, tempDir } from '../helpers/process.js';
+import { checkConfigText } from '../helpers/check-config.js';
 
 const dir = tempDir();
 const BASE = 'auth: {mode: none, allow_unauthenticated: true}\nmodels: [{name: a, pool: p}]\npools: {p: {endpoints: ["127.0.0.1:1"]}}\n';
 
-async function check(name: string, text: string) {
-  const f = join(dir, name);
-  writeFileSync(f, text);
-  const p = runCli(['check-config', f]);
-  return { code: await p.exited(), out: p.stdout(), err: p.stderr() };
-}
+const check = (name: string, text: string) => checkConfigText(dir, name, text);
 
 t.test('a shared quota on Redis with every key', async (t) => {
   const r = await check(
