@@ -149,7 +149,7 @@ t.test('SIGHUP: a model added and an endpoint removed while a stream is open on 
   const m = await scrape(gw.adminUrl);
   t.equal(metric(m, 'infergate_config_reloads_total', { result: 'success' }), 1);
   t.equal(metric(m, 'infergate_config_reloads_total', { result: 'error' }), 0);
-  const line = gw.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('config reloaded'));
+  const line = await until(() => gw.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('config reloaded')), 20_000, 'the reload logged');
   t.match(line, { trigger: 'SIGHUP', generation: 2 }, 'the log says what triggered the reload');
   t.ok((line?.changed as string[]).includes('pools.q'), `changed: ${JSON.stringify(line?.changed)}`);
 });
@@ -165,7 +165,8 @@ t.test('a broken file (YAML, then schema) changes nothing: logged with its line,
   gw.write(`${valid}listen:\n  port: 1\n`);
   gw.proc.child.kill('SIGHUP');
   await until(async () => (await gw.reloads('error')) === 1, 20_000, 'reloads_total{result="error"} 1');
-  const yamlLog = gw.logs().find((l) => l.level === 50 && String(l.msg).includes('Map keys must be unique'));
+  // the counter moves before the log line has come through the pipe
+  const yamlLog = await until(() => gw.logs().find((l) => l.level === 50 && String(l.msg).includes('Map keys must be unique')), 20_000, 'the YAML problem logged');
   t.ok(yamlLog, 'the YAML problem is logged');
   t.equal(yamlLog?.line, dupLine, 'with its line');
   t.match(String(yamlLog?.msg), new RegExp(`gateway\\.yaml:${dupLine}: `), 'the message says FILE:LINE');
@@ -178,7 +179,7 @@ t.test('a broken file (YAML, then schema) changes nothing: logged with its line,
   gw.write(badText);
   gw.proc.child.kill('SIGHUP');
   await until(async () => (await gw.reloads('error')) === 2, 20_000, 'reloads_total{result="error"} 2');
-  const schemaLog = gw.logs().find((l) => l.level === 50 && l.key === 'pools.p.policy');
+  const schemaLog = await until(() => gw.logs().find((l) => l.level === 50 && l.key === 'pools.p.policy'), 20_000, 'the schema problem logged');
   t.ok(schemaLog, 'the schema problem is logged with its key');
   t.equal(schemaLog?.line, policyLine, 'and its line');
 
@@ -256,7 +257,7 @@ t.test('a listener change needs a restart: reported with its key, the rest appli
   gw.proc.child.kill('SIGHUP');
   await until(async () => (await gw.reloads('needs_restart')) === 1, 20_000, 'reloads_total{result="needs_restart"} 1');
   t.equal(await gw.reloads('success'), 0, 'one count per reload');
-  const warn = gw.logs().find((l) => String(l.msg).includes('needs restart'));
+  const warn = await until(() => gw.logs().find((l) => String(l.msg).includes('needs restart')), 20_000, 'the needs-restart warning logged');
   t.same(warn?.keys, ['listen.port'], 'the key is named');
   t.match(String(warn?.msg), /listen\.port/);
   const r = await ask(gw.url, 'other-model');
@@ -306,7 +307,7 @@ t.test('a key the new config names that cannot be read: nothing changes, the key
   gw.write(next);
   gw.proc.child.kill('SIGHUP');
   await until(async () => (await gw.reloads('error')) === 1, 20_000, 'reloads_total{result="error"} 1');
-  const line = gw.logs().find((l) => l.level === 50 && String(l.msg).includes('INFERGATE_RELOAD_TEST_UNSET'));
+  const line = await until(() => gw.logs().find((l) => l.level === 50 && String(l.msg).includes('INFERGATE_RELOAD_TEST_UNSET')), 20_000, 'the unreadable key logged');
   t.match(String(line?.msg), /pools\.q\.api_key/, 'the log names the key');
   t.equal((await ask(gw.url, 'other-model')).status, 404, 'the pool was not added');
   t.equal((await ask(gw.url, 'test-model')).status, 200);
