@@ -13,25 +13,18 @@ repo=$(dirname "$here")
 tag="${1:-infergate:latest}"
 base="${BASE:-infergate-base:trixie-node24}"
 
-if ! docker image inspect "$base" >/dev/null 2>&1; then
-  if [ "$base" = infergate-base:trixie-node24 ]; then
-    "$here/build-base.sh" "$base" >&2
-  else
-    docker pull "$base" >&2
-  fi
-fi
+# shellcheck source=docker/lib.sh
+. "$here/lib.sh"
+ensure_base "$base"
 
 ctx=$(mktemp -d /tmp/infergate-ctx.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/docker"
 cp -r "$repo/package.json" "$repo/package-lock.json" "$repo/tsconfig.json" "$repo/LICENSE" "$repo/src" "$ctx/"
 cp "$here/Dockerfile" "$here/prune-uws.mjs" "$here/healthcheck.mjs" "$here/gateway.yaml" "$ctx/docker/"
-if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
-  cp "$NODE_EXTRA_CA_CERTS" "$ctx/build-ca.crt"
-fi
+add_build_ca "$ctx"
 
-hash=$( (cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; docker image inspect -f '{{.Id}}' "$base") |
-  sha256sum | cut -c1-16)
+hash=$(context_hash "$ctx" "$base")
 key="infergate-build:$hash"
 if docker image inspect "$key" >/dev/null 2>&1; then
   echo "reusing $key (inputs unchanged)" >&2

@@ -14,13 +14,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 base="${BASE:-infergate-base:trixie-node24}"
 
-if ! docker image inspect "$base" >/dev/null 2>&1; then
-  if [ "$base" = infergate-base:trixie-node24 ]; then
-    "$here/build-base.sh" "$base" >&2
-  else
-    docker pull "$base" >&2
-  fi
-fi
+# shellcheck source=docker/lib.sh
+. "$here/lib.sh"
+ensure_base "$base"
 
 # The context: tree/ holds the files git tracks or would track (so no node_modules, dist or .tap), as they
 # are in the working tree; build-ca.crt the npm registry's proxy CA when this host has one.
@@ -35,12 +31,9 @@ mkdir -p "$ctx/tree"
   xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
   tar --null -T - -cf - | tar -xf - -C "$ctx/tree")
 cp "$here/test.Dockerfile" "$ctx/Dockerfile"
-if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
-  cp "$NODE_EXTRA_CA_CERTS" "$ctx/build-ca.crt"
-fi
+add_build_ca "$ctx"
 
-hash=$( (cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; docker image inspect -f '{{.Id}}' "$base") |
-  sha256sum | cut -c1-16)
+hash=$(context_hash "$ctx" "$base")
 image="infergate-test:$hash"
 if docker image inspect "$image" >/dev/null 2>&1; then
   echo "reusing $image (inputs unchanged)" >&2
