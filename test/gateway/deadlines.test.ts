@@ -24,15 +24,22 @@ t.test('deadlines pass in order, never early, and a cancelled one never passes',
     ds.push(q.add(o, i));
     await sleep(3);
   }
-  ds[0].cancel(); // the head: the timer, armed for it, must re-arm for the next
-  ds[2].cancel();
+  // The head first (the timer is armed for it and must re-arm for the next), then one inside. On a slow
+  // machine some may have passed already: a cancel then changes nothing, and they are expected.
+  const cancelled = new Set<number>();
+  for (const i of [0, 2]) {
+    if (ds[i].queue !== null) cancelled.add(i);
+    ds[i].cancel();
+  }
   ds[2].cancel(); // idempotent
-  t.equal(q.size, 3);
-  await until(() => o.passed.length === 3);
-  t.same(o.passed.map((p) => p.tag), [1, 3, 4], 'in order, the cancelled ones left out');
+  const expected = [0, 1, 2, 3, 4].filter((i) => !cancelled.has(i));
+  t.equal(q.size + o.passed.length, expected.length);
+  await until(() => o.passed.length >= expected.length);
+  t.same(o.passed.map((p) => p.tag), expected, 'in order, the cancelled ones left out');
   for (const p of o.passed) t.ok(p.late >= 0, 'not before its time');
   t.equal(q.size, 0);
   ds[1].cancel(); // after it passed: nothing happens
+  t.equal(q.size, 0);
 });
 
 t.test('an owner may add and cancel while told; one that throws is reported and the rest still pass', async (t) => {
