@@ -32,6 +32,7 @@ import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readReques
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
+import { Deadlines, type Deadline, type DeadlineOwner } from './deadlines.js';
 import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
 import { priorityOf, trustedPriorityHeader, type QueueMember } from './flow.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
@@ -48,7 +49,26 @@ const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'respo
  */
 type Phase = 'body' | 'admission' | 'queued' | 'upstream' | 'streaming' | 'done';
 
-export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord, QueueMember {
+/**
+ * Every exchange's request and answer deadlines (deadlines.ts: one Node timer per limit's length, not one
+ * per request). Its owners never throw (deadlinePassed guards itself); what would is kept from the process.
+ */
+const deadlines = new Deadlines(() => {});
+/** Deadline tags: the whole request's (limits.request_timeout), and a try's whole answer (response_timeout) */
+const REQUEST_DEADLINE = -1;
+
+/**
+ * Exchanges whose picks are learned into the prefix index once undici has written their requests, in the
+ * order they were written: one microtask for all of a turn's, not one closure and microtask per request.
+ */
+let toLearn: Exchange[] = [];
+function learnQueued(): void {
+  const list = toLearn;
+  toLearn = [];
+  for (const ex of list) ex.learnPick();
+}
+
+export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, PickTarget, ExchangeRecord, QueueMember, DeadlineOwner {
   readonly started = performance.now();
   readonly requestId: string;
   readonly method: string;
@@ -117,9 +137,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   private lastError: ApiError | undefined;
   private controller: Dispatcher.DispatchController | undefined;
   private attemptId = 0;
-  private timer: NodeJS.Timeout | undefined;
-  /** a non-streamed try's whole-answer deadline (limits.response_timeout) */
-  private answerTimer: NodeJS.Timeout | undefined;
+  /** the whole request's deadline (limits.request_timeout), from its body on */
+  private timer: Deadline | undefined;
+  /** a non-streamed try's whole-answer deadline (limits.response_timeout), tagged with its attempt */
+  private answerTimer: Deadline | undefined;
   /** the pool's retry budget, from the first try to the end (this request counts in its `active`) */
   private budget: RetryBudget | undefined;
   /** the current try is a retry, counted in the budget's activeRetries */
@@ -180,20 +201,20 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.headerPriority = trustedPriorityHeader(ctx.config.auth.priority_header, this.fwdHeaders, () => trusted);
       // verification starts now, while the body arrives; nothing is forwarded before it is done
       const auth = ctx.admission.authenticate(facts.authorization);
-      if (auth instanceof Promise) auth.then(this.onAuthenticated, (err: unknown) => this.onInternalError(err));
+      if (auth instanceof Promise) auth.then((r) => this.onAuthenticated(r), (err: unknown) => this.onInternalError(err));
       else this.authenticated(auth);
     }
   }
 
   // ---------------------------------------------------------------- admission (admission.ts)
 
-  private readonly onAuthenticated = (result: AuthResult): void => {
+  private onAuthenticated(result: AuthResult): void {
     try {
       this.authenticated(result);
     } catch (err) {
       this.onInternalError(err);
     }
-  };
+  }
 
   private authenticated(result: AuthResult): void {
     if (this.phase === 'done' || this.clientGone) return; // the client left meanwhile: nothing to undo
@@ -216,17 +237,17 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       pool: this.pool,
       promptTokens: this.promptTokens,
     });
-    if (verdict instanceof Promise) verdict.then(this.onAdmitted, (err: unknown) => this.onInternalError(err));
+    if (verdict instanceof Promise) verdict.then((v) => this.onAdmitted(v), (err: unknown) => this.onInternalError(err));
     else this.admitted(verdict);
   }
 
-  private readonly onAdmitted = (verdict: Verdict): void => {
+  private onAdmitted(verdict: Verdict): void {
     try {
       if (this.phase === 'admission' && !this.clientGone) this.admitted(verdict);
     } catch (err) {
       this.onInternalError(err);
     }
-  };
+  }
 
   private admitted(verdict: Verdict): void {
     if (verdict) {
@@ -254,10 +275,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     // the tenant's quota, last: a request refused above never takes any of it
     const tenant = this.tenant || 'anonymous';
-    quota.admit(tenant, this.promptTokens).then(this.onQuota, (err: unknown) => this.onInternalError(err));
+    quota.admit(tenant, this.promptTokens).then((d) => this.onQuota(d), (err: unknown) => this.onInternalError(err));
   }
 
-  private readonly onQuota = (d: QuotaDecision): void => {
+  private onQuota(d: QuotaDecision): void {
     try {
       if (this.phase !== 'admission' || this.clientGone) {
         d.lease.release(); // the request ended meanwhile (client gone, timeout): nothing is held for it
@@ -270,7 +291,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     } catch (err) {
       this.onInternalError(err);
     }
-  };
+  }
 
   private startTries(): void {
     this.phase = 'upstream';
@@ -332,13 +353,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.promptText = '';
       this.promptTokens = 0;
     } else if (kind === 'embeddings' && !prefix.embeddings) this.promptText = '';
-    this.timer = setTimeout(() => {
-      try {
-        this.onRequestTimeout();
-      } catch (err) {
-        this.onInternalError(err);
-      }
-    }, this.ctx.config.limits.request_timeout);
+    this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
     this.phase = 'admission';
     if (this.identity) this.admit(); // else the verification, when it ends, admits
   }
@@ -401,8 +416,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     // A stream may stay silent first_byte_timeout at most (before its first token or between chunks); a
     // non-streamed answer comes whole when it is all generated, so its deadline is for the whole answer.
     if (!this.streamRequested) {
-      if (this.answerTimer) clearTimeout(this.answerTimer);
-      this.answerTimer = setTimeout(this.onResponseTimeout, limits.response_timeout, this.attemptId + 1);
+      this.answerTimer?.cancel();
+      this.answerTimer = deadlines.add(limits.response_timeout, this, this.attemptId + 1);
     }
     dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0);
   }
@@ -428,7 +443,21 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
 
   /** The whole non-streamed answer took longer than limits.response_timeout: cancelled, 504, no retry. */
-  private readonly onResponseTimeout = (attempt: number): void => {
+  /** A deadline of this exchange passed (deadlines.ts): the request's, or a try's answer's. Never throws. */
+  deadlinePassed(d: Deadline): void {
+    if (d.tag !== REQUEST_DEADLINE) {
+      this.onResponseTimeout(d.tag);
+      return;
+    }
+    try {
+      this.timer = undefined;
+      this.onRequestTimeout();
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  }
+
+  private onResponseTimeout(attempt: number): void {
     try {
       this.answerTimer = undefined;
       if (!this.isCurrent(attempt)) return;
@@ -440,15 +469,16 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     } catch (err) {
       this.onInternalError(err);
     }
-  };
+  }
 
-  private readonly learnPick = (): void => {
+  /** learns the pick of the try just written (learnQueued); never throws */
+  learnPick(): void {
     try {
       if (this.ticket) this.ctx.router.learn(this.ticket);
     } catch (err) {
       this.onInternalError(err);
     }
-  };
+  }
 
   private get canRetry(): boolean {
     return this.attempts <= this.ctx.config.limits.retries;
@@ -470,7 +500,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     // undici calls this just before it writes the request (which may be an event-loop turn or two after
     // dispatch); the pick's deferred learning into the prefix index runs once that write is done. A pick
     // made in between learns it first, so the order of learning never changes.
-    queueMicrotask(this.learnPick);
+    if (toLearn.push(this) === 1) queueMicrotask(learnQueued);
   }
 
   onUpstreamResponse(
@@ -725,8 +755,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.ctx.flow.leave(this, this.clientGone ? 'client_gone' : 'error');
     }
     this.phase = 'done';
-    if (this.timer) clearTimeout(this.timer);
-    if (this.answerTimer) clearTimeout(this.answerTimer);
+    this.timer?.cancel();
+    this.answerTimer?.cancel();
     if (this.budget) {
       this.budget.active--;
       if (this.retrying) this.budget.activeRetries--;

@@ -71,6 +71,15 @@ function frontFacts(res: HttpResponse, req: HttpRequest): FrontFacts {
   };
 }
 
+/** frontFacts, or undefined when the response is already closed (uWS throws on reading a closed one). */
+function factsIfOpen(res: HttpResponse, req: HttpRequest): FrontFacts | undefined {
+  try {
+    return frontFacts(res, req);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The status code of an answer's status line ("404 Not Found" → 404). */
 function statusOf(a: Answer): number {
   return parseInt(a.status, 10);
@@ -265,11 +274,12 @@ export class Front {
           handler?.onInternalError(err);
         }
       });
-      // read now (req is invalid later), used only if starting the handler fails
-      const facts = this.onAnswered ? frontFacts(res, req) : undefined;
       try {
         handler = start(res, request);
       } catch (err) {
+        // read only on this path (req is still valid here: start runs inside the route handler), so a
+        // request that starts costs no second look at its head
+        const facts = this.onAnswered ? factsIfOpen(res, req) : undefined;
         this.release(res);
         try {
           const answer = onHandlerError(err);

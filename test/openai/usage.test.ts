@@ -38,6 +38,31 @@ t.test('usage of a JSON answer', async (t) => {
   t.equal(usageOf(null), null);
 });
 
+t.test('usage of a JSON answer: the trailing usage object read alone gives what parsing the whole answer gives', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['{"id":"x","usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}', 'usage last, a nested object inside it'],
+    ['{"id":"x","usage" :\n { "prompt_tokens" : 7 , "completion_tokens" : 3 } \n}\n', 'whitespace everywhere'],
+    ['{"usage":{"prompt_tokens":1,"completion_tokens":1},"id":"x","usage":{"prompt_tokens":9,"completion_tokens":4}}', 'a repeated key: the last one, as JSON.parse keeps'],
+    ['{"usage":{"prompt_tokens":9,"completion_tokens":4},"id":"x"}', 'usage not last: the whole answer is parsed'],
+    ['{"id":"x","meta":{"usage":{"prompt_tokens":5,"completion_tokens":5}}}', 'a nested usage is not the answer\'s'],
+    ['{"usage":{"prompt_tokens":2,"completion_tokens":2},"text":"a\\"usage\\":{\\"prompt_tokens\\":99}"}', '"usage" inside a string'],
+    ['{"usage":{"prompt_tokens":2,"completion_tokens":2},"k\\"usage":{"prompt_tokens":99,"completion_tokens":1}}', 'a key that ends in "usage'],
+    ['{"id":"x","usage":{"prompt_tokens":7,"completion_tokens":3}', 'cut before the closing brace'],
+    ['{"id":"x","usage":{"prompt_tokens":7,"completion_tokens":3}}}', 'one brace too many'],
+    ['{"id":"x","usage":null}', 'usage null'],
+  ];
+  for (const [text, why] of cases) {
+    let expected: unknown;
+    try {
+      expected = usageOf(JSON.parse(text));
+    } catch {
+      expected = null;
+    }
+    t.same(readUsage(text), expected, why);
+    t.same(readUsage(Buffer.from(text)), expected, `${why} (bytes)`);
+  }
+});
+
 t.test('a stream the client asked usage for passes unchanged, byte for byte, and its usage is read', async (t) => {
   for (const size of [1, 7, 64, 100_000]) {
     const { out, usage } = feed(VLLM_STREAM, size, false);
@@ -117,6 +142,9 @@ t.test('include_usage is added to the bytes in place, every other byte as sent',
   t.equal(d.mode, 'none', 'a stream_options the model server will refuse is left for it to refuse');
   t.equal(d.bytes, bad);
   t.equal(topLevelSpan(Buffer.from('[1]'), 'a'), null, 'not an object');
+  const near = Buffer.from('{"stream_option":1,"stream_optionsx":2,"stream_opti\u00f6ns":3,"stream_opti\\u006fns":4}');
+  t.same(topLevelSpan(near, 'stream_options')?.span, [near.length - 2, near.length - 1], 'only the key that decodes to it, not a shorter, longer or non-ASCII one of the same length');
+  t.same(topLevelSpan(Buffer.from('{"a":1,"b":2}'), 'stream_options')?.span, null, 'absent');
 });
 
 t.test('against the mock: a stream with the added usage chunk, filtered, is the stream the client asked for', async (t) => {
