@@ -7,7 +7,7 @@
  */
 import type { EndpointState } from './endpoint-state.js';
 import type { PoolOptions } from './options.js';
-import { isSaturated, queued } from './saturation.js';
+import { isSaturated, prefillBacklogMs, queued } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
 /**
@@ -33,6 +33,8 @@ export class CandidateTable {
   matched = new Float64Array(64);
   /** prefill work queued ahead of this request, in prompt tokens */
   ahead = new Float64Array(64);
+  /** that work's prompt tokens in time at the endpoint's observed prefill speed (ms; 0: speed not observed) */
+  backlogMs = new Float64Array(64);
   /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
   cost = new Float64Array(64);
   /** prefix blocks of the prompt (0: too short to have one) */
@@ -77,12 +79,13 @@ export class CandidateTable {
     this.kv = new Float64Array(size);
     this.matched = new Float64Array(size);
     this.ahead = new Float64Array(size);
+    this.backlogMs = new Float64Array(size);
     this.cost = new Float64Array(size);
   }
 
   /**
-   * Fill the table for `list` (match: matched blocks by endpoint id). Returns whether every candidate is
-   * saturated.
+   * Fill the table for `list` (match: matched blocks by endpoint id). Returns whether the pool is saturated:
+   * every candidate saturated or over the prefill-backlog bound (saturation.ts).
    */
   build(
     list: readonly EndpointState[],
@@ -95,9 +98,9 @@ export class CandidateTable {
     const bc = opts.prefix.block_chars;
     const qd = opts.saturation.queue_depth;
     const kvT = opts.saturation.kv_cache;
+    const maxBacklog = opts.saturation.max_prefill_backlog;
     const staleAfter = opts.metrics.stale_after;
     const t = this.tuning;
-    const foreignTok = t.foreignPromptTokens;
     const floorTok = t.requestFloorTokens;
     const runTok = t.runCostTokens;
     const adapter = this.adapter;
@@ -107,11 +110,11 @@ export class CandidateTable {
     const rowSt = this.st;
     rowSt.length = n;
     // the columns, read once (every store below is to a local typed array, not through `this`)
-    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, cost: costCol } = this;
+    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, backlogMs: backlogCol, cost: costCol } = this;
     this.promptTokens = promptTokens;
     this.charsPerToken = charsPerToken;
     this.blockChars = bc;
-    let allSaturated = true;
+    let allOut = true;
     let minAhead = Infinity;
     let minRunning = Infinity;
     let minInFlight = Infinity;
@@ -129,7 +132,9 @@ export class CandidateTable {
       const foreign = fresh ? foreignWaiting(st) : 0;
       // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
       // an assumed prompt) plus a floor, the step that gives it its first token
-      const ahead = queuedTokens(st, now) + foreign * foreignTok + (st.pending + foreign) * floorTok;
+      const prefill = prefillAheadTokens(st, fresh, now, t);
+      const ahead = prefill + (st.pending + foreign) * floorTok;
+      const backlog = prefillBacklogMs(st, prefill);
       let cost = ahead + uncachedTokens(promptTokens, matched, bc, charsPerToken) + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
@@ -142,6 +147,9 @@ export class CandidateTable {
       if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
       const q = queued(st, fresh, now, t);
       const saturated = isSaturated(q, fresh, kv, qd, kvT);
+      // over the backlog bound: counts for the pool's refusal, but stays a candidate while another is under
+      // it (its cost carries the backlog, weighed against what its cached prefix saves)
+      if (!saturated && !(maxBacklog > 0 && backlog > maxBacklog)) allOut = false;
       rowSt[i] = st;
       freshCol[i] = fresh ? 1 : 0;
       saturatedCol[i] = saturated ? 1 : 0;
@@ -150,9 +158,9 @@ export class CandidateTable {
       kvCol[i] = kv;
       matchedCol[i] = matched;
       aheadCol[i] = ahead;
+      backlogCol[i] = backlog;
       costCol[i] = cost;
       if (saturated) continue;
-      allSaturated = false;
       if (fresh) {
         freshKvFree += 1 - kv;
         freshCount++;
@@ -168,7 +176,7 @@ export class CandidateTable {
     this.minCost = minCost;
     this.freshKvFree = freshKvFree;
     this.freshCount = freshCount;
-    return allSaturated;
+    return allOut;
   }
 }
 
@@ -196,6 +204,15 @@ export function waitingEstimate(st: EndpointState, fresh: boolean): number {
   // off here: that would change how every policy sheds load; the cost does it instead.)
   const w = st.sig!.waiting;
   return w + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
+}
+
+/**
+ * Prompt tokens of prefill queued ahead of a new request on an endpoint: ours still to do (queuedTokens), and
+ * with fresh metrics an assumed prompt for each waiting request that is not ours. The cost's `ahead` adds a
+ * per-request floor to it; the saturation test turns it into time (saturation.ts `prefillBacklogMs`).
+ */
+export function prefillAheadTokens(st: EndpointState, fresh: boolean, now: number, t: Tuning): number {
+  return queuedTokens(st, now) + (fresh ? foreignWaiting(st) : 0) * t.foreignPromptTokens;
 }
 
 /**
