@@ -37,6 +37,11 @@ export class CandidateTable {
   backlogMs = new Float64Array(64);
   /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
   cost = new Float64Array(64);
+  /**
+   * while every candidate has prefill work ahead, the cost less Tuning.cacheCredit × the prompt tokens the
+   * endpoint's cache saves (at least 0); otherwise the cost. What the scored policy's load factor compares
+   */
+  credited = new Float64Array(64);
   /** prefix blocks of the prompt (0: too short to have one) */
   totalBlocks = 0;
   /** the LoRA adapter requested, or null for a base-model request */
@@ -47,6 +52,7 @@ export class CandidateTable {
   minRunning = 0;
   minInFlight = 0;
   minCost = 0;
+  minCredited = 0;
   freshKvFree = 0;
   freshCount = 0;
 
@@ -81,6 +87,7 @@ export class CandidateTable {
     this.ahead = new Float64Array(size);
     this.backlogMs = new Float64Array(size);
     this.cost = new Float64Array(size);
+    this.credited = new Float64Array(size);
   }
 
   /**
@@ -103,6 +110,7 @@ export class CandidateTable {
     const t = this.tuning;
     const floorTok = t.requestFloorTokens;
     const runTok = t.runCostTokens;
+    const credit = t.cacheCredit;
     const adapter = this.adapter;
     const n = list.length;
     this.reserve(n);
@@ -110,7 +118,7 @@ export class CandidateTable {
     const rowSt = this.st;
     rowSt.length = n;
     // the columns, read once (every store below is to a local typed array, not through `this`)
-    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, backlogMs: backlogCol, cost: costCol } = this;
+    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, backlogMs: backlogCol, cost: costCol, credited: creditedCol } = this;
     this.promptTokens = promptTokens;
     this.charsPerToken = charsPerToken;
     this.blockChars = bc;
@@ -119,6 +127,7 @@ export class CandidateTable {
     let minRunning = Infinity;
     let minInFlight = Infinity;
     let minCost = Infinity;
+    let minCredited = Infinity;
     let freshKvFree = 0;
     let freshCount = 0;
     for (let i = 0; i < n; i++) {
@@ -135,7 +144,8 @@ export class CandidateTable {
       const prefill = prefillAheadTokens(st, fresh, now, t);
       const ahead = prefill + (st.pending + foreign) * floorTok;
       const backlog = prefillBacklogMs(st, prefill);
-      let cost = ahead + uncachedTokens(promptTokens, matched, bc, charsPerToken) + floorTok + running * runTok;
+      const uncached = uncachedTokens(promptTokens, matched, bc, charsPerToken);
+      let cost = ahead + uncached + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
       const occupied = running + waiting + 1;
@@ -160,6 +170,9 @@ export class CandidateTable {
       aheadCol[i] = ahead;
       backlogCol[i] = backlog;
       costCol[i] = cost;
+      // a cached prefix is work not done: credit it (again: its effect on this TTFT is in the cost already)
+      const credited = credit > 0 && uncached < promptTokens ? Math.max(0, cost - credit * (promptTokens - uncached)) : cost;
+      creditedCol[i] = credited;
       if (saturated) continue;
       if (fresh) {
         freshKvFree += 1 - kv;
@@ -168,12 +181,20 @@ export class CandidateTable {
       if (running < minRunning) minRunning = running;
       if (st.inFlight < minInFlight) minInFlight = st.inFlight;
       if (cost < minCost) minCost = cost;
+      if (credited < minCredited) minCredited = credited;
       if (ahead < minAhead) minAhead = ahead;
     }
     this.minAhead = minAhead;
     this.minRunning = minRunning;
     this.minInFlight = minInFlight;
     this.minCost = minCost;
+    this.minCredited = minCredited;
+    // the credit only while every candidate has prefill work ahead: with one free to start at once, a cold
+    // prefill there costs no one a wait, and a burst on one prefix spreads as before
+    if (!(minAhead > 0) && credit > 0) {
+      creditedCol.set(costCol.subarray(0, n));
+      this.minCredited = minCost;
+    }
     this.freshKvFree = freshKvFree;
     this.freshCount = freshCount;
     return allOut;
