@@ -1,8 +1,10 @@
 /**
  * Saturation (every policy): an endpoint is saturated when the evidence says requests wait there —
- * `queued(…)` at or over queue_depth —, its fresh KV-cache use reaches kv_cache, or the prefill work ahead of
- * a new request there would take longer than max_prefill_backlog (0 turns any of the tests off). With every
- * candidate saturated the pick answers "saturated" with a Retry-After.
+ * `queued(…)` at or over queue_depth — or its fresh KV-cache use reaches kv_cache; it is over the backlog
+ * bound when the prefill work ahead of a new request there would take longer than max_prefill_backlog (0
+ * turns any of the tests off). With every candidate saturated or over the bound the pick answers
+ * "saturated" with a Retry-After. A saturated endpoint is no candidate; one only over the bound stays one
+ * while another is under it (its cost carries the backlog, weighed against what its cached prefix saves).
  *
  * The prefill backlog is for engines with many seats (vLLM's default 256): such an engine admits nearly every
  * request into its running batch, where the prompts are prefilled first come first served in chunked steps,
