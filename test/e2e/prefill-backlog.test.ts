@@ -2,8 +2,10 @@
 // every request into their running batch, so their `waiting` count stays 0 and their KV use low while the
 // prefill work ahead of a new request grows. Flooded with long prompts, the gateway answers 429 with
 // Retry-After once every pod has more than saturation.max_prefill_backlog (the default, 1500ms) of prefill
-// ahead at the speed it has shown; a short burst into the idle pods is still served whole; and the same flood
-// with the bound off is admitted whole, so the refusals are the bound's doing.
+// ahead at the speed it has shown; a short burst into the idle pods is still served whole. The queue and KV
+// tests are set out of reach (queue_depth 1000, kv_cache 0.99: 60 requests of 2000 tokens fill 30% of the
+// mocks' KV cache), so that every refusal here is the bound's, whatever the machine's speed; with the bound
+// off the same flood is admitted whole.
 import t from 'tap';
 import type { Test } from 'tap';
 import { startMocks, startGateway, gatewayConfig, chat, countBy, debugPools, scrape, metric, until, type RunningGateway } from './support.js';
@@ -15,7 +17,7 @@ t.teardown(async () => {
   await mocks.kill();
 });
 
-const SAT = { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' };
+const SAT = { queue_depth: 1000, kv_cache: 0.99, retry_after: 'auto' };
 const long = (tag: string, i: number) => ({
   model: 'test-model', stream: true, max_tokens: 4,
   // distinct from the first characters on: no prompt finds another's prefix in a cache
@@ -75,11 +77,11 @@ t.test('256-seat pods with slow prefill: a flood of long prompts gets 429 on the
   t.equal(metric(await scrape(gw.adminUrl), 'infergate_rejected_total', { reason: 'saturated' }), refused.length, 'counted as saturated');
 });
 
-t.test('the same flood with max_prefill_backlog 0s: the queue and KV tests alone admit it all', async (t) => {
+t.test('the same flood with max_prefill_backlog 0s: admitted whole', async (t) => {
   const gw = await startGateway(gatewayConfig(mocks.endpoints, { pool: { policy: 'scored', saturation: { ...SAT, max_prefill_backlog: '0s' } } }));
   t.teardown(() => gw.stop());
   await warm(t, gw);
   await idle(gw);
   const flood = await Promise.all(Array.from({ length: 60 }, (_, i) => chat(gw.url, long('again', i))));
-  t.same([...countBy(flood.map((r) => r.status))], [[200, 60]], '60 × 200: without the bound nothing shows the pods saturated');
+  t.same([...countBy(flood.map((r) => r.status))], [[200, 60]], '60 × 200: without the bound nothing refuses');
 });
