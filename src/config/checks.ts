@@ -77,8 +77,8 @@ export function configWarnings(config: Config): ConfigNotice[] {
         message: `${s(pool.metrics.stale_after)} is under two scrape intervals (${s(pool.metrics.interval)}): one slow scrape makes every endpoint stale and routing falls back to the gateway's own counts`,
       });
     }
-    if (pool.saturation.queue_depth === 0 && pool.saturation.kv_cache === 0) {
-      out.push({ path: ['pools', name, 'saturation'], message: 'queue_depth and kv_cache are both 0: this pool never answers 429, overload piles onto the model servers' });
+    if (pool.saturation.queue_depth === 0 && pool.saturation.kv_cache === 0 && pool.saturation.max_prefill_backlog === 0) {
+      out.push({ path: ['pools', name, 'saturation'], message: 'queue_depth, kv_cache and max_prefill_backlog are all 0: this pool never answers 429, overload piles onto the model servers' });
     }
     if (pool.queue.max_length > 0 && pool.queue.max_wait >= l.request_timeout) {
       out.push({

@@ -430,6 +430,11 @@ const pool = z.strictObject({
         .default('auto')
         .transform((v, ctx): 'auto' | number => (v === 'auto' ? 'auto' : durationMs(v, ctx)))
         .describe('The Retry-After of the 429 sent while every endpoint is saturated: "auto" or a duration.'),
+      /** Engines with many seats admit nearly everything into their batch, so their queue stays short
+       *  while the time to a first token grows: this bounds the prefill work ahead (routing/saturation.ts). */
+      max_prefill_backlog: duration('1500ms').describe(
+        "The estimated prefill work queued ahead of a new request on an endpoint, in time at that endpoint's observed prefill speed, at which it counts as saturated (a duration; 0s turns this test off).",
+      ),
     })
     .prefault({})
     .describe('When every endpoint of the pool is saturated, new requests are answered 429 with Retry-After.'),

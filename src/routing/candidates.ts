@@ -7,7 +7,7 @@
  */
 import type { EndpointState } from './endpoint-state.js';
 import type { PoolOptions } from './options.js';
-import { isSaturated, queued } from './saturation.js';
+import { isSaturated, prefillBacklogMs, queued } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
 /**
@@ -33,8 +33,15 @@ export class CandidateTable {
   matched = new Float64Array(64);
   /** prefill work queued ahead of this request, in prompt tokens */
   ahead = new Float64Array(64);
+  /** that work's prompt tokens in time at the endpoint's observed prefill speed (ms; 0: speed not observed) */
+  backlogMs = new Float64Array(64);
   /** estimated time to first token, in prompt tokens of prefill work (this request's included) */
   cost = new Float64Array(64);
+  /**
+   * while every candidate has prefill work ahead, the cost less Tuning.cacheCredit × the prompt tokens the
+   * endpoint's cache saves (at least 0); otherwise the cost. What the scored policy's load factor compares
+   */
+  credited = new Float64Array(64);
   /** prefix blocks of the prompt (0: too short to have one) */
   totalBlocks = 0;
   /** the LoRA adapter requested, or null for a base-model request */
@@ -45,6 +52,7 @@ export class CandidateTable {
   minRunning = 0;
   minInFlight = 0;
   minCost = 0;
+  minCredited = 0;
   freshKvFree = 0;
   freshCount = 0;
 
@@ -77,12 +85,14 @@ export class CandidateTable {
     this.kv = new Float64Array(size);
     this.matched = new Float64Array(size);
     this.ahead = new Float64Array(size);
+    this.backlogMs = new Float64Array(size);
     this.cost = new Float64Array(size);
+    this.credited = new Float64Array(size);
   }
 
   /**
-   * Fill the table for `list` (match: matched blocks by endpoint id). Returns whether every candidate is
-   * saturated.
+   * Fill the table for `list` (match: matched blocks by endpoint id). Returns whether the pool is saturated:
+   * every candidate saturated or over the prefill-backlog bound (saturation.ts).
    */
   build(
     list: readonly EndpointState[],
@@ -95,11 +105,12 @@ export class CandidateTable {
     const bc = opts.prefix.block_chars;
     const qd = opts.saturation.queue_depth;
     const kvT = opts.saturation.kv_cache;
+    const maxBacklog = opts.saturation.max_prefill_backlog;
     const staleAfter = opts.metrics.stale_after;
     const t = this.tuning;
-    const foreignTok = t.foreignPromptTokens;
     const floorTok = t.requestFloorTokens;
     const runTok = t.runCostTokens;
+    const credit = t.cacheCredit;
     const adapter = this.adapter;
     const n = list.length;
     this.reserve(n);
@@ -107,15 +118,16 @@ export class CandidateTable {
     const rowSt = this.st;
     rowSt.length = n;
     // the columns, read once (every store below is to a local typed array, not through `this`)
-    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, cost: costCol } = this;
+    const { fresh: freshCol, saturated: saturatedCol, queued: queuedCol, running: runningCol, kv: kvCol, matched: matchedCol, ahead: aheadCol, backlogMs: backlogCol, cost: costCol, credited: creditedCol } = this;
     this.promptTokens = promptTokens;
     this.charsPerToken = charsPerToken;
     this.blockChars = bc;
-    let allSaturated = true;
+    let allOut = true;
     let minAhead = Infinity;
     let minRunning = Infinity;
     let minInFlight = Infinity;
     let minCost = Infinity;
+    let minCredited = Infinity;
     let freshKvFree = 0;
     let freshCount = 0;
     for (let i = 0; i < n; i++) {
@@ -129,8 +141,11 @@ export class CandidateTable {
       const foreign = fresh ? foreignWaiting(st) : 0;
       // requests queued ahead: each costs its prefill (ours: uncached tokens less observed progress; others:
       // an assumed prompt) plus a floor, the step that gives it its first token
-      const ahead = queuedTokens(st, now) + foreign * foreignTok + (st.pending + foreign) * floorTok;
-      let cost = ahead + uncachedTokens(promptTokens, matched, bc, charsPerToken) + floorTok + running * runTok;
+      const prefill = prefillAheadTokens(st, fresh, now, t);
+      const ahead = prefill + (st.pending + foreign) * floorTok;
+      const backlog = prefillBacklogMs(st, prefill);
+      const uncached = uncachedTokens(promptTokens, matched, bc, charsPerToken);
+      let cost = ahead + uncached + floorTok + running * runTok;
       // decode slots: with the endpoint's batch full, this request waits for sequences to finish, one slot per
       // decode time / capacity on average
       const occupied = running + waiting + 1;
@@ -142,6 +157,9 @@ export class CandidateTable {
       if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
       const q = queued(st, fresh, now, t);
       const saturated = isSaturated(q, fresh, kv, qd, kvT);
+      // over the backlog bound: counts for the pool's refusal, but stays a candidate while another is under
+      // it (its cost carries the backlog, weighed against what its cached prefix saves)
+      if (!saturated && !(maxBacklog > 0 && backlog > maxBacklog)) allOut = false;
       rowSt[i] = st;
       freshCol[i] = fresh ? 1 : 0;
       saturatedCol[i] = saturated ? 1 : 0;
@@ -150,9 +168,12 @@ export class CandidateTable {
       kvCol[i] = kv;
       matchedCol[i] = matched;
       aheadCol[i] = ahead;
+      backlogCol[i] = backlog;
       costCol[i] = cost;
+      // a cached prefix is work not done: credit it (again: its effect on this TTFT is in the cost already)
+      const credited = credit > 0 && uncached < promptTokens ? Math.max(0, cost - credit * (promptTokens - uncached)) : cost;
+      creditedCol[i] = credited;
       if (saturated) continue;
-      allSaturated = false;
       if (fresh) {
         freshKvFree += 1 - kv;
         freshCount++;
@@ -160,15 +181,23 @@ export class CandidateTable {
       if (running < minRunning) minRunning = running;
       if (st.inFlight < minInFlight) minInFlight = st.inFlight;
       if (cost < minCost) minCost = cost;
+      if (credited < minCredited) minCredited = credited;
       if (ahead < minAhead) minAhead = ahead;
     }
     this.minAhead = minAhead;
     this.minRunning = minRunning;
     this.minInFlight = minInFlight;
     this.minCost = minCost;
+    this.minCredited = minCredited;
+    // the credit only while every candidate has prefill work ahead: with one free to start at once, a cold
+    // prefill there costs no one a wait, and a burst on one prefix spreads as before
+    if (!(minAhead > 0) && credit > 0) {
+      creditedCol.set(costCol.subarray(0, n));
+      this.minCredited = minCost;
+    }
     this.freshKvFree = freshKvFree;
     this.freshCount = freshCount;
-    return allSaturated;
+    return allOut;
   }
 }
 
@@ -196,6 +225,15 @@ export function waitingEstimate(st: EndpointState, fresh: boolean): number {
   // off here: that would change how every policy sheds load; the cost does it instead.)
   const w = st.sig!.waiting;
   return w + Math.max(0, st.sinceScrape - (w === 0 ? 1 : 0));
+}
+
+/**
+ * Prompt tokens of prefill queued ahead of a new request on an endpoint: ours still to do (queuedTokens), and
+ * with fresh metrics an assumed prompt for each waiting request that is not ours. The cost's `ahead` adds a
+ * per-request floor to it; the saturation test turns it into time (saturation.ts `prefillBacklogMs`).
+ */
+export function prefillAheadTokens(st: EndpointState, fresh: boolean, now: number, t: Tuning): number {
+  return queuedTokens(st, now) + (fresh ? foreignWaiting(st) : 0) * t.foreignPromptTokens;
 }
 
 /**

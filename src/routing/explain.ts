@@ -39,7 +39,7 @@ export function explainPick(
     const scores: Record<string, number> = {};
     for (const l of listed) scores[l.name] = l.values[i];
     const weighted = weightedMean(ctx.sum[i], ctx.wSum);
-    const lf = loadFactor(t.minCost + t.tuning.idleCostTokens, t.cost[i], t.tuning.idleCostTokens);
+    const lf = loadFactor(t.minCredited + t.tuning.idleCostTokens, t.credited[i], t.tuning.idleCostTokens);
     out.candidates.push(row(t, i, scores, weighted, lf, weighted * lf));
   }
   for (let i = 0; i < t.n; i++) if (t.saturated[i] === 1) filtered.push({ endpoint: t.st[i].name, why: 'saturated' });

@@ -24,6 +24,11 @@ export interface SaturationOptions {
   kv_cache: number;
   /** the Retry-After when every endpoint is saturated: 'auto' (from drain rates) or ms */
   retry_after: 'auto' | number;
+  /**
+   * estimated prefill work queued ahead of a new request (ms, at the endpoint's observed prefill speed) at
+   * which an endpoint counts as saturated; 0: off
+   */
+  max_prefill_backlog: number;
 }
 
 export interface PoolOptions {
@@ -67,7 +72,7 @@ const defaults: PoolOptions = {
   policy: 'scored',
   scoring: { ...DEFAULT_WEIGHTS },
   prefix: { block_chars: 64, max_blocks: 2048, capacity_blocks_per_endpoint: 31250 },
-  saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' },
+  saturation: { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto', max_prefill_backlog: 1500 },
   metrics: { stale_after: 1000 },
   max_ejection_percent: 50,
 };
@@ -88,7 +93,7 @@ export interface PoolOptionsInput {
   max_num_seqs?: number;
   scoring?: Partial<ScoringWeights>;
   prefix?: Partial<PrefixOptions>;
-  saturation?: Partial<{ queue_depth: number; kv_cache: number; retry_after: 'auto' | Duration }>;
+  saturation?: Partial<{ queue_depth: number; kv_cache: number; retry_after: 'auto' | Duration; max_prefill_backlog: Duration }>;
   metrics?: Partial<{ stale_after: Duration }>;
   max_ejection_percent?: number;
 }
@@ -115,6 +120,7 @@ export function poolOptions(input: PoolOptionsInput = {}): PoolOptions {
       queue_depth: input.saturation?.queue_depth ?? d.saturation.queue_depth,
       kv_cache: input.saturation?.kv_cache ?? d.saturation.kv_cache,
       retry_after: retry === 'auto' ? 'auto' : ms(retry, 'saturation.retry_after'),
+      max_prefill_backlog: ms(input.saturation?.max_prefill_backlog ?? d.saturation.max_prefill_backlog, 'saturation.max_prefill_backlog'),
     },
     metrics: { stale_after: ms(input.metrics?.stale_after ?? d.metrics.stale_after, 'metrics.stale_after') },
     max_ejection_percent: input.max_ejection_percent ?? d.max_ejection_percent,

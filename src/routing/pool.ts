@@ -4,7 +4,7 @@
  * scored one summing scorers/) → accounting (endpoint-state.ts). Pure: time and randomness come from the
  * caller.
  */
-import { CandidateTable, isFresh, waitingEstimate } from './candidates.js';
+import { CandidateTable, isFresh, prefillAheadTokens, waitingEstimate } from './candidates.js';
 import { dispatched, eject, ejectionCeiling, ended, EndpointState, ENDED, firstByte, PoolTicket, type TicketOwner } from './endpoint-state.js';
 import { explainPick } from './explain.js';
 import { AdapterCatalog, servingAdapter, usable, type Filtered } from './filters.js';
@@ -12,7 +12,7 @@ import { hashPrefixBlocksInto } from './hash.js';
 import { DEFAULT_POOL_OPTIONS, type PoolOptions } from './options.js';
 import { POLICY_BY_NAME, PolicyContext, type PolicyName } from './policies/index.js';
 import { PrefixIndex } from './prefix-index.js';
-import { isSaturated, queued, retryAfterS } from './saturation.js';
+import { isSaturated, prefillBacklogMs, queued, retryAfterS } from './saturation.js';
 import { DEFAULT_TUNING, type Tuning } from './tuning.js';
 import type { EndpointSignals, Outcome, PickInput, PickOptions, PickResult, Ticket } from './types.js';
 
@@ -47,6 +47,11 @@ export interface DebugEndpoint {
   queued: number;
   /** our recent time to first byte here (EWMA, ms; 0: none yet) */
   ttft_ms: number;
+  /**
+   * the prefill work ahead of a new request here, in ms at the observed prefill speed (0: none observed);
+   * over saturation.max_prefill_backlog on every endpoint not otherwise saturated, the pool answers 429
+   */
+  prefill_backlog_ms: number;
   saturated: boolean;
   eligible: boolean;
   why_not?: string;
@@ -348,6 +353,7 @@ export class PoolRouter implements TicketOwner {
         const fresh = isFresh(st, now, this.cfg.metrics.stale_after);
         const waiting = waitingEstimate(st, fresh);
         const q = queued(st, fresh, now, this.tuning);
+        const backlog = prefillBacklogMs(st, prefillAheadTokens(st, fresh, now, this.tuning));
         const saturated = isSaturated(q, fresh, fresh ? st.sig!.kvUsage : NaN, qd, kvT);
         const ejected = st.ejectedUntil > now;
         const why = ejected ? 'ejected after errors' : saturated ? 'saturated' : undefined;
@@ -364,6 +370,7 @@ export class PoolRouter implements TicketOwner {
           waiting_estimate: waiting,
           queued: q,
           ttft_ms: Math.round(st.ttftMs),
+          prefill_backlog_ms: Math.round(backlog),
           saturated,
           eligible: why === undefined,
           ejections_total: st.ejectionsTotal,

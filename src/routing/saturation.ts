@@ -1,7 +1,20 @@
 /**
  * Saturation (every policy): an endpoint is saturated when the evidence says requests wait there —
- * `queued(…)` at or over queue_depth — or its fresh KV-cache use reaches kv_cache (0 turns either test off).
- * With every candidate saturated the pick answers "saturated" with a Retry-After.
+ * `queued(…)` at or over queue_depth — or its fresh KV-cache use reaches kv_cache; it is over the backlog
+ * bound when the prefill work ahead of a new request there would take longer than max_prefill_backlog (0
+ * turns any of the tests off). With every candidate saturated or over the bound the pick answers
+ * "saturated" with a Retry-After. A saturated endpoint is no candidate; one only over the bound stays one
+ * while another is under it (its cost carries the backlog, weighed against what its cached prefix saves).
+ *
+ * The prefill backlog is for engines with many seats (vLLM's default 256): such an engine admits nearly every
+ * request into its running batch, where the prompts are prefilled first come first served in chunked steps,
+ * so its `waiting` count stays near 0 and its KV cache below the threshold while the time to a first token
+ * grows to tens of seconds. The work ahead is the candidate table's estimate (candidates.ts
+ * `prefillAheadTokens`: our pending requests' uncached tokens less the progress seen, plus an assumed prompt
+ * per waiting request the scrape showed that is not ours), in time at the speed observed on that endpoint
+ * (uncached tokens per ms of head-of-queue time between first bytes). Before a speed has been observed there
+ * the test does not apply: a burst into an idle pod is bounded by its seats and the overdue rule below, not
+ * by a guess of how fast it prefills.
  *
  * What counts as waiting is evidence, never the mere count of our requests in flight: a burst into idle
  * pods is what a batching engine schedules in one step (20 streams onto 2 idle vLLM pods all run at once),
@@ -21,6 +34,14 @@ import type { Tuning } from './tuning.js';
 
 export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDepth: number, kvCache: number): boolean {
   return (queueDepth > 0 && waiting >= queueDepth) || (kvCache > 0 && fresh && kv >= kvCache);
+}
+
+/**
+ * `prefillTokens` of work ahead on `st` in ms at its observed prefill speed; 0 while none is observed (the
+ * backlog test then does not apply).
+ */
+export function prefillBacklogMs(st: EndpointState, prefillTokens: number): number {
+  return st.prefillMs > 0 && st.prefillTok > 0 && prefillTokens > 0 ? (prefillTokens * st.prefillMs) / st.prefillTok : 0;
 }
 
 /** Most overdue requests counted per endpoint (the count only feeds a threshold and Retry-After). */
@@ -76,13 +97,18 @@ export function retryAfterS(t: CandidateTable, sat: SaturationOptions): number {
   const ra = sat.retry_after;
   if (ra !== 'auto') return Math.max(1, Math.ceil(ra / 1000));
   const qd = sat.queue_depth;
+  const maxBacklog = sat.max_prefill_backlog;
   let best = Infinity;
   for (let i = 0; i < t.n; i++) {
     const excess = qd > 0 ? Math.max(0, t.queued[i] - qd + 1) : 0;
     // no drain measurement yet: assume one request per second
     const drainRate = t.st[i].drainRate;
     const rate = drainRate > 0 ? drainRate : 1;
-    const s = excess > 0 ? excess / rate : 1; // kv-saturated only: a second, then look again
+    // the backlog drains at the observed prefill speed, in which backlogMs is measured
+    const overBacklog = maxBacklog > 0 ? (t.backlogMs[i] - maxBacklog) / 1000 : 0;
+    let s = excess > 0 ? excess / rate : 0;
+    if (overBacklog > s) s = overBacklog;
+    if (s <= 0) s = 1; // kv-saturated only: a second, then look again
     if (s < best) best = s;
   }
   if (!Number.isFinite(best)) best = 1;

@@ -9,6 +9,13 @@ export interface Tuning {
   runCostTokens: number;
   /** added to both sides of the load factor so that tiny costs at idle do not swing decisions */
   idleCostTokens: number;
+  /**
+   * The scored policy's load factor counts each prompt token an endpoint's cache likely holds this many times
+   * against that endpoint's cost, beyond the saving already in its estimated TTFT: a cache hit is prefill
+   * work no later request waits behind, so under load it is capacity, and affinity should hold there. Only
+   * while every candidate has prefill work queued (candidates.ts). 0: off
+   */
+  cacheCredit: number;
   /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
   foreignPromptTokens: number;
   /**
@@ -58,6 +65,7 @@ export interface Tuning {
 export const DEFAULT_TUNING: Tuning = {
   runCostTokens: 16,
   idleCostTokens: 64,
+  cacheCredit: 2,
   foreignPromptTokens: 512,
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,

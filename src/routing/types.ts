@@ -78,7 +78,10 @@ export interface CandidateExplain {
   weighted: number;
   /** estimated time-to-first-token cost, in prompt tokens of prefill work ahead of and including this request */
   cost: number;
-  /** (min cost + c0) / (cost + c0), in (0,1] */
+  /**
+   * (least credited cost + c0) / (credited cost + c0), in (0,1]: the credited cost is `cost` less
+   * Tuning.cacheCredit × the prompt tokens the endpoint's cache saves (at least 0)
+   */
   loadFactor: number;
   /** weighted × loadFactor: the number that is maximised */
   total: number;

@@ -7,7 +7,8 @@ const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
 const prompt = (tag: string, chars: number) => ({ model: 'm', promptText: `${tag} `.repeat(chars / (tag.length + 1)), promptTokens: chars / 4 });
 
 t.test('queued work ahead shrinks with the head request\'s observed prefill progress', async (t) => {
-  const r = Router.fromPool('p', {}, ['x:1'], {});
+  // the backlog bound off: 8000 tokens ahead at 4 tokens/ms (2 s) would saturate this one-endpoint pool
+  const r = Router.fromPool('p', { saturation: { max_prefill_backlog: 0 } }, ['x:1'], {});
   // learn x's prefill speed: 4000 uncached tokens took 1000 ms at the head → 4 tokens/ms
   const a = r.pick('p', prompt('warm', 16000), 0);
   if (a.kind !== 'ok') throw new Error(a.kind);

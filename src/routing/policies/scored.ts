@@ -1,11 +1,13 @@
 /**
  * scored: each scorer gives [0,1]; `weighted` is their weighted mean (scorers that do not apply to the pick
- * weigh 0). The number maximised is weighted × loadFactor, loadFactor = (minCost + c0) / (cost + c0), where
- * cost estimates the prefill work ahead of this request on that endpoint, its own uncached tokens included
- * (see candidates.ts), and c0 = Tuning.idleCostTokens. So prefix affinity (worth at most the prefix
- * weight's share of `weighted`) can only win while the matched endpoint's estimated TTFT stays within
- * 1/weighted-ratio of the cheapest one: load wins beyond that. Saturated candidates are skipped; ties
- * (within 1e-12) are broken at random.
+ * weigh 0). The number maximised is weighted × loadFactor, loadFactor = (least credited + c0) / (credited +
+ * c0). `credited` is the row's cost (the prefill work ahead of this request on that endpoint, its own uncached
+ * tokens included: see candidates.ts) less Tuning.cacheCredit × the prompt tokens the endpoint's cache
+ * saves, at least 0, while every candidate has work ahead (else the cost); c0 = Tuning.idleCostTokens. The credit is there because a cache hit is prefill work that
+ * no later request waits behind: under load it is capacity, and without it affinity gave way exactly when
+ * it mattered most (issue #17). Beyond it, prefix affinity (worth at most the prefix weight's share of
+ * `weighted`) wins only while the matched endpoint's credited cost stays within 1/weighted-ratio of the
+ * least one: load wins past that. Saturated candidates are skipped; ties (within 1e-12) are broken at random.
  */
 import { SCORERS } from '../scorers/index.js';
 import type { Policy } from './policy.js';
@@ -30,15 +32,15 @@ export const scored: Policy<'scored'> = {
       if (on) s.score(t, w, sum);
     }
     ctx.wSum = wSum;
-    const { saturated, cost } = t;
+    const { saturated, credited } = t;
     const c0 = t.tuning.idleCostTokens;
-    const least = t.minCost + c0;
+    const least = t.minCredited + c0;
     let best = -Infinity;
     const ties = ctx.ties;
     ties.length = 0;
     for (let i = 0; i < n; i++) {
       if (saturated[i] === 1) continue;
-      const total = weightedMean(sum[i], wSum) * loadFactor(least, cost[i], c0);
+      const total = weightedMean(sum[i], wSum) * loadFactor(least, credited[i], c0);
       if (total > best + 1e-12) {
         best = total;
         ties.length = 0;
