@@ -196,6 +196,7 @@ class Parent {
     });
     // worker 1 alone first: a start that cannot succeed fails once, with that worker's error
     const first = await this.startWorker(1);
+    if (this.stopping) return done; // a signal came during the start
     if (first !== 'ready') {
       process.stderr.write(`infergate: worker 1 exited (${first}) before it listened; not starting the others\n`);
       await this.stop(undefined, 1);
@@ -203,6 +204,7 @@ class Parent {
     }
     const rest = await Promise.all(Array.from({ length: this.count - 1 }, (_, i) => this.startWorker(i + 2)));
     const failed = rest.find((r) => r !== 'ready');
+    if (this.stopping) return done;
     if (failed !== undefined) {
       process.stderr.write(`infergate: a worker exited (${failed}) before it listened\n`);
       await this.stop(undefined, 1);
