@@ -21,6 +21,7 @@ interface Workers {
   url: string;
   adminUrl: string;
   proc: Proc;
+  file: string;
 }
 
 function writeConfig(config: unknown): string {
@@ -30,11 +31,12 @@ function writeConfig(config: unknown): string {
 }
 
 async function startWorkers(config: unknown, count = 2): Promise<Workers> {
-  const proc = runCli(['serve', '--config', writeConfig(config), '--workers', String(count)]);
+  const file = writeConfig(config);
+  const proc = runCli(['serve', '--config', file, '--workers', String(count)]);
   try {
     const [, url] = await proc.waitFor(/^listening on (\S+)$/m, 60_000);
     const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
-    return { url, adminUrl, proc };
+    return { url, adminUrl, proc, file };
   } catch (e) {
     await proc.kill();
     throw e;
@@ -43,7 +45,8 @@ async function startWorkers(config: unknown, count = 2): Promise<Workers> {
 
 const config = gatewayConfig(mocks.endpoints, {
   pool: { policy: 'scored' },
-  over: { logging: { level: 'info', access_log: true } },
+  // no file watch: the reload below comes from SIGHUP alone
+  over: { logging: { level: 'info', access_log: true }, admin: { host: '127.0.0.1', port: 0, watch_config: false } },
 });
 const gw = await startWorkers(config);
 t.teardown(() => gw.proc.kill());
@@ -208,6 +211,29 @@ t.test('a killed worker is restarted, and the port keeps serving', async (t) => 
     'the restarted worker 1 serving',
   );
   t.pass('the restarted worker serves');
+});
+
+t.test('SIGHUP to the parent: every worker reloads the file', async (t) => {
+  const withAlias = { ...config, models: [...config.models, { name: 'renamed', targets: [{ model: 'test-model', weight: 1 }] }] };
+  writeFileSync(gw.file, stringify(withAlias));
+  gw.proc.child.kill('SIGHUP');
+  for (const k of [1, 2]) {
+    await gw.proc.waitFor(new RegExp(`"worker":${k},[^\\n]*"msg":"config reloaded \\(SIGHUP\\)"`), 15_000);
+    t.pass(`worker ${k} reloaded`);
+  }
+  // both workers know the new alias: requests on new connections (either worker) are served
+  const seen = new Set<number>();
+  await until(
+    async () => {
+      const r = await once('/v1/chat/completions', { model: 'renamed', max_tokens: 2, messages: [{ role: 'user', content: 'through the new alias' }] });
+      if (r.status !== 200) throw new Error(`status ${r.status}: ${r.body}`);
+      seen.add(await workerOf(r.requestId));
+      return seen.size === 2;
+    },
+    30_000,
+    'the new alias served by both workers',
+  );
+  t.pass('the new alias is served by worker 1 and worker 2');
 });
 
 t.test('SIGTERM: a streaming request in flight finishes, every worker drains, exit 0', async (t) => {
