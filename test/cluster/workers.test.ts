@@ -16,6 +16,9 @@ import { startMocks, longText, scrape, metric, mockMetric } from '../e2e/support
 
 const mocks = await startMocks(3, ['--model', 'test-model', '--time-scale', '20', '--seed', '5']);
 t.teardown(() => mocks.kill());
+// a mock in real time, whose streams last seconds: the drain test's request is still running at SIGTERM
+const slow = await startMocks(1, ['--model', 'slow-model', '--seed', '6']);
+t.teardown(() => slow.kill());
 
 interface Workers {
   url: string;
@@ -43,11 +46,16 @@ async function startWorkers(config: unknown, count = 2): Promise<Workers> {
   }
 }
 
-const config = gatewayConfig(mocks.endpoints, {
+const base = gatewayConfig(mocks.endpoints, {
   pool: { policy: 'scored' },
   // no file watch: the reload below comes from SIGHUP alone
   over: { logging: { level: 'info', access_log: true }, admin: { host: '127.0.0.1', port: 0, watch_config: false } },
 });
+const config = {
+  ...base,
+  models: [...base.models, { name: 'slow-model', pool: 'slow' }],
+  pools: { ...base.pools, slow: { endpoints: slow.endpoints, policy: 'round_robin', metrics: { interval: '100ms', stale_after: '1s' } } },
+};
 const gw = await startWorkers(config);
 t.teardown(() => gw.proc.kill());
 
@@ -243,13 +251,14 @@ t.test('SIGTERM: a streaming request in flight finishes, every worker drains, ex
     path: '/v1/chat/completions',
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'test-model', stream: true, max_tokens: 400, messages: [{ role: 'user', content: 'a long answer please' }] }),
+    body: JSON.stringify({ model: 'slow-model', stream: true, max_tokens: 300, messages: [{ role: 'user', content: 'a long answer please' }] }),
   });
   t.equal(r.statusCode, 200);
   let text = '';
   const chunks = r.body[Symbol.asyncIterator]();
   const first = await chunks.next();
   text += Buffer.from(first.value as Buffer).toString();
+  await until(async () => (await adminMetric('infergate_pool_in_flight', { pool: 'slow' })) === 1, 5_000, 'the stream in flight, as the summed metrics say');
   gw.proc.child.kill('SIGTERM');
   for (;;) {
     const c = await chunks.next();
@@ -259,6 +268,7 @@ t.test('SIGTERM: a streaming request in flight finishes, every worker drains, ex
   t.match(text, /data: \[DONE\]\n\n$/, 'the stream in flight ended with [DONE]');
   t.notMatch(text, /"error"/, 'without an error event');
   t.equal(await gw.proc.exited(30_000), 0, 'the parent exited 0');
+  t.match(gw.proc.stdout(), /"worker":\d,[^\n]*"in_flight":1,[^\n]*"msg":"draining in-flight requests"/, 'its worker waited for it');
   t.match(gw.proc.stdout(), /"worker":1,[^\n]*"msg":"shutting down"/, 'worker 1 drained');
   t.match(gw.proc.stdout(), /"worker":2,[^\n]*"msg":"shutting down"/, 'worker 2 drained');
 });
@@ -276,7 +286,7 @@ t.test('a port another process holds: the start fails, saying so', async (t) => 
 });
 
 t.test('a worker that cannot start fails the start once, with its error', async (t) => {
-  const bad = { ...config, pools: { p: { ...config.pools.p, api_key_env: 'INFERGATE_TEST_UNSET_KEY' } } };
+  const bad = { ...config, pools: { ...config.pools, p: { ...config.pools.p, api_key_env: 'INFERGATE_TEST_UNSET_KEY' } } };
   const env = { ...process.env };
   delete env.INFERGATE_TEST_UNSET_KEY;
   const proc = runCli(['serve', '--config', writeConfig(bad), '--workers', '2'], env);
