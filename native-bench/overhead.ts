@@ -33,6 +33,17 @@ export interface OverheadEntry {
   name: string; mode: Mode; connections: number; rps: number; latency_ms: { p50: number; p99: number }; errors: number; non2xx: number;
   /** CPU the proxy process(es) spent per request during the cell, from /proc (absent for direct, or off Linux) */
   proxy_cpu_us_per_request?: { user: number; sys: number };
+  /** how many processes that CPU is of (with --workers N: nginx's N workers and master; infergate's N workers and parent) */
+  proxy_processes?: number;
+}
+
+/** The process and its direct children (nginx's workers, infergate's --workers), from /proc; 0 when unknown. */
+export function processCount(pid: number): number {
+  try {
+    return 1 + readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).length;
+  } catch {
+    return 0;
+  }
 }
 
 /** CPU clock ticks of a process and, with `children`, of its child processes (nginx's worker). */
@@ -214,6 +225,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
           if (before && after && r.requests > 0) {
             const us = (ticks: number) => round((ticks * 1e6) / clkTck / r.requests, 1);
             e.proxy_cpu_us_per_request = { user: us(after[0] - before[0]), sys: us(after[1] - before[1]) };
+            if (withChildren && proxyPid) e.proxy_processes = processCount(proxyPid);
           }
           entries.push(e);
           if (r.non2xx > 0) notes.push(`${t} ${m} c=${c}: ${r.non2xx} of ${r.requests} answers were not 2xx (their rate is in rps)`);
