@@ -8,7 +8,7 @@
  *   them. Only processes of the same user can join a SO_REUSEPORT group, and a later listener without it
  *   (every other infergate, nginx, …) is refused while the workers hold it.
  * - Start: worker 1 first; a worker that exits before it listens (a key file that cannot be read, the port
- *   taken meanwhile) fails the start once, with its own error on stderr, and the parent exits with its code.
+ *   taken meanwhile) fails the start once, with its own error on stderr, and the parent exits 1.
  *   Then the others, together. "listening on URL" and "admin listening on URL" are printed when all listen.
  * - Routing knowledge: without a `cluster` backend the workers share learned picks over IPC (src/cluster/
  *   ipc.ts); the parent relays each worker's batch to the others. With `cluster.backend: redis` every
@@ -253,7 +253,7 @@ class Parent {
           settled = true;
           resolve(how);
         }
-        this.exited(w, how, code, wasReady);
+        this.exited(w, how, code === 0 || signal === 'SIGTERM', wasReady);
       });
     });
   }
@@ -267,6 +267,7 @@ class Parent {
     if (m.t === 'ready') {
       w.adminUrl = m.adminUrl;
       w.readyAt = Date.now();
+      this.startFailures = 0;
       if (w.state === 'starting') w.state = 'ready';
     } else {
       this.metricsWaiters.get(`${w.id}:${m.id}`)?.(m.json);
@@ -294,9 +295,10 @@ class Parent {
     }
   }
 
-  private exited(w: Worker, how: string, code: number | null, wasReady: boolean): void {
+  /** `clean`: it exited 0, or as SIGTERM ends a worker that had not set up its handlers yet */
+  private exited(w: Worker, how: string, clean: boolean, wasReady: boolean): void {
     if (this.stopping) {
-      if (code !== 0) this.exitCode = 1;
+      if (!clean) this.exitCode = 1;
       this.logger.info({ worker: w.id, pid: w.child.pid, how }, 'worker exited');
       if (this.workers.size === 0) this.allStopped();
       return;
