@@ -4,10 +4,10 @@
 // turns reach different workers keeps landing on one mock (the learned picks go over IPC through the
 // parent: no Redis); the parent's admin port sums the workers' metrics; a killed worker is restarted; a
 // port another process holds, and a worker that cannot start, fail the start once; SIGTERM drains and
-// exits 0.
+// exits 0; restarted workers that keep failing stop the whole process.
 import t from 'tap';
 import { createServer, type Server } from 'node:net';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'undici';
 import { stringify } from 'yaml';
@@ -304,4 +304,20 @@ t.test('--workers refuses what is not a count', async (t) => {
     t.equal(await r.exited(30_000), 2, `--workers ${v}: exit 2`);
     t.match(r.stderr(), /--workers must be a number from 1 to 256 or "auto"/);
   }
+});
+
+t.test('restarted workers that keep failing to start stop the whole process, exit 1', async (t) => {
+  const dir = tempDir();
+  const keyFile = join(dir, 'upstream.key');
+  writeFileSync(keyFile, 'sk-test\n');
+  const keyed = { ...config, pools: { ...config.pools, p: { ...config.pools.p, api_key_file: keyFile } } };
+  const g = await startWorkers(keyed);
+  t.teardown(() => g.proc.kill());
+  // from now on a new worker cannot start: check-config refuses the config (its key file is gone)
+  rmSync(keyFile);
+  const list = (await (await fetch(`${g.adminUrl}/debug/workers`)).json()) as { workers: Array<{ worker: number; pid: number }> };
+  process.kill(list.workers[1].pid, 'SIGKILL');
+  t.equal(await g.proc.exited(60_000), 1, 'the parent exited 1');
+  t.match(g.proc.stdout(), /"msg":"workers died before they listened 5 times in a row: stopping"/, 'saying why');
+  t.match(g.proc.stdout(), /"worker":1,[^\n]*"msg":"shutting down"/, 'the worker still serving was drained');
 });
