@@ -12,7 +12,8 @@ const HELP = `infergate — an L7 gateway for LLM model servers that routes on p
 Usage: infergate <command> [options]
 
 Commands:
-  serve --config FILE        run the gateway (-c FILE); prints "listening on URL" when ready
+  serve --config FILE        run the gateway (-c FILE); prints "listening on URL" when ready;
+                             --workers N|auto runs N gateway processes on the one port
   check-config FILE          validate a config file: "ok" and exit 0, or each problem with its line and exit 1
   schema                     print the config file's JSON Schema
   mock --port N --model NAME run simulated vLLM servers (see "infergate mock --help")
