@@ -21,9 +21,9 @@ const flag = { type: 'boolean' } as const;
 /** Each scenario's usage and options (every option takes a value unless it is a flag). */
 const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: boolean }> = {
   overhead: {
-    usage: `overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate]
+    usage: `overhead   [--connections 10,50,200] [--duration 5] [--modes json,sse] [--targets direct,nginx,relay,infergate] [--workers N]
              [--fixed-duration 5] [--fixed-rate-max 5000] [--profile] [--out DIR]`,
-    options: { connections: str, duration: str, modes: str, targets: str, 'fixed-duration': str, 'fixed-rate-max': str, profile: flag, out: str },
+    options: { connections: str, duration: str, modes: str, targets: str, workers: str, 'fixed-duration': str, 'fixed-rate-max': str, profile: flag, out: str },
   },
   streams: {
     usage: `streams    [--streams 100,1000,4000] [--events 256] [--rate 30] [--duration 10] [--warmup 2] [--ramp 1]

@@ -14,6 +14,8 @@ export interface GatewayOptions {
   /** Extra pool keys (e.g. metrics interval). */
   pool?: Record<string, unknown>;
   nodeArgs?: string[];
+  /** `serve --workers N` (default 1: one process) */
+  workers?: number;
   /** the config's auth section (default: mode none) */
   auth?: Record<string, unknown>;
 }
@@ -44,7 +46,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   // (a relative key path in `auth` is read from this directory)
   // JSON is valid YAML: written as JSON so no YAML writer is needed.
   writeFileSync(configFile, JSON.stringify(gatewayConfig(o, port, adminPort), null, 2) + '\n');
-  const proc = await startProcess(process.execPath, [...(o.nodeArgs ?? []), INFERGATE_CLI, 'serve', '--config', configFile], {
+  const proc = await startProcess(process.execPath, [...(o.nodeArgs ?? []), INFERGATE_CLI, 'serve', '--config', configFile, ...(o.workers && o.workers > 1 ? ['--workers', String(o.workers)] : [])], {
     readyPattern: /^listening on https?:\/\/\S+/,
     timeoutMs: 30000,
     name: 'infergate serve',

@@ -1,5 +1,6 @@
 /**
- * nginx as the reference proxy: Debian's nginx (installed with apt-get if missing), one worker,
+ * nginx as the reference proxy: Debian's nginx (installed with apt-get if missing), one worker (or
+ * `sizing.workers`),
  * upstream keepalive, proxy buffering off, `daemon off;`, started as `nginx -c CONF -p DIR -e LOG`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -9,12 +10,17 @@ import path from 'node:path';
 import { ensureTool, sleep, stopOnExit } from './common.js';
 
 /** For many long-lived connections (`streams`): the worker's connection and open-file limits, and how many idle upstream connections it keeps. */
-export interface NginxSizing { workerConnections: number; upstreamKeepalive: number }
-const DEFAULT_SIZING: NginxSizing = { workerConnections: 8192, upstreamKeepalive: 128 };
+export interface NginxSizing {
+  workerConnections: number;
+  upstreamKeepalive: number;
+  /** worker_processes (default 1; `overhead --workers N` sets it to compare with `serve --workers N`) */
+  workers?: number;
+}
+export const DEFAULT_SIZING: NginxSizing = { workerConnections: 8192, upstreamKeepalive: 128 };
 
 export function nginxConfig(dir: string, listenPort: number, upstreamPort: number, sizing: NginxSizing = DEFAULT_SIZING): string {
   const t = (n: string): string => path.join(dir, n);
-  return `worker_processes 1;
+  return `worker_processes ${sizing.workers ?? 1};
 worker_rlimit_nofile ${sizing.workerConnections + 64};
 daemon off;
 pid ${t('nginx.pid')};

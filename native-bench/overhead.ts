@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Progress, clockTicks, numOpt, procCpuTicks, round, startProcess, writeResult, freePort, type Proc } from './common.js';
 import { gatewayAvailable, startGateway, type Gateway } from './gateway.js';
-import { startNginx, type Nginx } from './nginx.js';
+import { DEFAULT_SIZING, startNginx, type Nginx } from './nginx.js';
 import { openLoop, type OpenLoopResult } from './openloop.js';
 import { topFunctions } from './profile.js';
 import { UPSTREAM_MODEL } from './upstream.js';
@@ -33,6 +33,17 @@ export interface OverheadEntry {
   name: string; mode: Mode; connections: number; rps: number; latency_ms: { p50: number; p99: number }; errors: number; non2xx: number;
   /** CPU the proxy process(es) spent per request during the cell, from /proc (absent for direct, or off Linux) */
   proxy_cpu_us_per_request?: { user: number; sys: number };
+  /** how many processes that CPU is of (with --workers N: nginx's N workers and master; infergate's N workers and parent) */
+  proxy_processes?: number;
+}
+
+/** The process and its direct children (nginx's workers, infergate's --workers), from /proc; 0 when unknown. */
+export function processCount(pid: number): number {
+  try {
+    return 1 + readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).length;
+  } catch {
+    return 0;
+  }
 }
 
 /** CPU clock ticks of a process and, with `children`, of its child processes (nginx's worker). */
@@ -150,6 +161,11 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
   const fixedDurationS = numOpt(opts, 'fixed-duration', 5);
   const fixedRateMax = numOpt(opts, 'fixed-rate-max', 5000);
   const doProfile = opts.has('profile');
+  // --workers N: infergate as `serve --workers N` against nginx with worker_processes N (the bare relay
+  // stays one process: it is left out unless --targets names it)
+  const workers = numOpt(opts, 'workers', 1);
+  if (!Number.isInteger(workers) || workers < 1) throw new Error(`--workers must be a whole number of 1 or more, not ${workers}`);
+  if (workers > 1 && !opts.has('targets')) targets = targets.filter((t) => t !== 'relay');
   const clkTck = clockTicks();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'infergate-overhead-'));
   const profDir = path.join(dir, 'prof');
@@ -170,7 +186,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     upstream = await startProcess(process.execPath, [CLI, 'upstream', '--port', String(upPort)], { readyPattern: /^upstream listening/, name: 'upstream' });
     const urls: Record<string, string> = { direct: `http://127.0.0.1:${upPort}` };
     if (targets.includes('nginx')) {
-      nginx = await startNginx(path.join(dir, 'nginx'), await freePort(), upPort);
+      nginx = await startNginx(path.join(dir, 'nginx'), await freePort(), upPort, { ...DEFAULT_SIZING, workers });
       urls.nginx = `http://127.0.0.1:${nginx.port}`;
     }
     if (targets.includes('relay')) {
@@ -185,6 +201,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
         // shedding (429) is turned off here; this measures the relay, not admission control.
         pool: { saturation: { queue_depth: 1_000_000, kv_cache: 1 } },
         nodeArgs: doProfile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+        workers,
       });
       urls.infergate = gw.url;
     }
@@ -198,14 +215,17 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
         // Targets interleaved per cell so that drift in machine load hits all of them alike.
         for (const t of targets) {
           const proxyPid = t === 'nginx' ? nginx?.pid : t === 'infergate' ? gw?.proc.child.pid : t === 'relay' ? relay?.child.pid : undefined;
-          const before = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
+          // nginx's workers and infergate's (with --workers) are child processes
+          const withChildren = t === 'nginx' || (t === 'infergate' && workers > 1);
+          const before = proxyPid ? cpuTicks(proxyPid, withChildren) : null;
           progress.step(`${m} c=${c} ${t}: wrk for ${durationS} s`);
           const r = await runWrk({ url: urls[t] + pathName, body: requestBody(m), connections: c, durationS, dir });
-          const after = proxyPid ? cpuTicks(proxyPid, t === 'nginx') : null;
+          const after = proxyPid ? cpuTicks(proxyPid, withChildren) : null;
           const e: OverheadEntry = { name: t, mode: m, connections: c, rps: round(r.rps, 1), latency_ms: { p50: round(r.latency_ms.p50), p99: round(r.latency_ms.p99) }, errors: r.errors, non2xx: r.non2xx };
           if (before && after && r.requests > 0) {
             const us = (ticks: number) => round((ticks * 1e6) / clkTck / r.requests, 1);
             e.proxy_cpu_us_per_request = { user: us(after[0] - before[0]), sys: us(after[1] - before[1]) };
+            if (withChildren && proxyPid) e.proxy_processes = processCount(proxyPid);
           }
           entries.push(e);
           if (r.non2xx > 0) notes.push(`${t} ${m} c=${c}: ${r.non2xx} of ${r.requests} answers were not 2xx (their rate is in rps)`);
@@ -269,7 +289,7 @@ export async function runOverhead(opts: Map<string, string>): Promise<void> {
     }
   }
   const verdict = overheadVerdict(entries, ratios, added, connections);
-  const file = writeResult(out, 'overhead.json', 'overhead', { duration_s: durationS, connections, modes, targets, load_generator: 'wrk 4.1, 1 thread, Lua POST', fixed_rate: { duration_s: fixedDurationS, rate_cap_rps: fixedRateMax, client: 'undici Pool open loop, latency from scheduled send' } }, {
+  const file = writeResult(out, 'overhead.json', 'overhead', { duration_s: durationS, connections, modes, targets, workers, load_generator: 'wrk 4.1, 1 thread, Lua POST', fixed_rate: { duration_s: fixedDurationS, rate_cap_rps: fixedRateMax, client: 'undici Pool open loop, latency from scheduled send' } }, {
     entries, ratios, fixed_rate: fixed, added_latency: added,
     targets: OVERHEAD_TARGETS, verdict,
     ...(profile ? { profile } : {}),

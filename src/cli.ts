@@ -12,7 +12,8 @@ const HELP = `infergate — an L7 gateway for LLM model servers that routes on p
 Usage: infergate <command> [options]
 
 Commands:
-  serve --config FILE        run the gateway (-c FILE); prints "listening on URL" when ready
+  serve --config FILE        run the gateway (-c FILE); prints "listening on URL" when ready;
+                             --workers N|auto runs N gateway processes on the one port
   check-config FILE          validate a config file: "ok" and exit 0, or each problem with its line and exit 1
   schema                     print the config file's JSON Schema
   mock --port N --model NAME run simulated vLLM servers (see "infergate mock --help")
@@ -29,7 +30,7 @@ Environment: LOG_LEVEL (fatal|error|warn|info|debug|trace|silent) wins over the 
 pino-pretty's on a terminal when it is installed (logging.format: auto|json|pretty).
 `;
 
-const SERVE_HELP = `Usage: infergate serve --config FILE
+const SERVE_HELP = `Usage: infergate serve --config FILE [--workers N|auto]
 
 Runs the gateway described by FILE (YAML; see config/ for examples, "infergate schema" for every key).
 Prints "listening on http(s)://HOST:PORT" and "admin listening on http://HOST:PORT" when ready.
@@ -55,6 +56,14 @@ Open files: each proxied request holds two descriptors (client and upstream); li
 defaults to half of what the open-file limit leaves (raise it with ulimit -n / LimitNOFILE= / docker
 --ulimit nofile=; Node lifts the soft limit to the hard one itself). At the limit the client port stops
 accepting until descriptors are free; the admin port keeps answering.
+--workers N (default 1): N processes serve the client port, each a whole gateway (auto: one per CPU).
+The port is checked first: one any other process holds fails the start; the workers then share it
+(SO_REUSEPORT, only among themselves). Without a cluster backend they share learned prefix picks over
+IPC through this parent process; with cluster.backend redis, through Redis. The admin port is the
+parent's: /metrics summed over the workers (plus infergate_workers, infergate_worker_restarts_total),
+/healthz and /readyz from the workers' states, /debug/workers; the status page and other /debug/* paths
+are one worker's (?worker=K; default the first serving). SIGTERM/SIGINT drain every worker; SIGHUP
+reloads every worker; a worker that dies is restarted with a backoff; a start that fails exits 1.
 With auth.mode jwt, clients send "Authorization: Bearer <JWT>" (the keys are read, and a jwks_url fetched,
 before listening; "infergate token" mints development tokens for config/demo.yaml's dev key).
 `;
@@ -123,13 +132,23 @@ async function main(argv: string[]): Promise<number> {
 async function serve(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    options: { config: { type: 'string', short: 'c' }, workers: { type: 'string', short: 'w' }, help: { type: 'boolean', short: 'h' } },
     strict: true,
   });
   if (values.help) {
     process.stdout.write(SERVE_HELP);
     return 0;
   }
+  const { parseWorkers, workerRoleFromEnv } = await import('./gateway/worker-protocol.js');
+  let workers = 1;
+  try {
+    workers = values.workers === undefined ? 1 : parseWorkers(values.workers);
+  } catch (err) {
+    process.stderr.write(`infergate serve: ${(err as Error).message}\n`);
+    return 2;
+  }
+  // forked by a parent of --workers N (gateway/workers.ts): one worker
+  const role = workerRoleFromEnv();
   if (!values.config) {
     process.stderr.write(`infergate serve: --config FILE is required\n\n${SERVE_HELP}`);
     return 2;
@@ -147,8 +166,12 @@ async function serve(args: string[]): Promise<number> {
     }
     throw err;
   }
+  if (role === undefined && workers > 1) {
+    const { runWorkers } = await import('./gateway/workers.js');
+    return runWorkers(config, values.config, workers);
+  }
   const { runGateway } = await import('./gateway/run.js');
-  return runGateway(config, values.config);
+  return runGateway(config, values.config, role);
 }
 
 async function checkConfig(args: string[]): Promise<number> {

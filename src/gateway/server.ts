@@ -9,7 +9,7 @@ import { planReload } from '../config/reload-plan.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayMetrics } from '../observability/metrics.js';
 import { Quota } from '../quota/index.js';
-import { startCluster, type ClusterShare } from '../cluster/index.js';
+import { startCluster, type RoutingShare } from '../cluster/index.js';
 import { Router, type DebugEndpoint } from '../routing/index.js';
 import { Scraper } from '../signals/scraper.js';
 import type { GatewayContext } from './context.js';
@@ -47,6 +47,17 @@ export interface GatewayAddresses {
   url: string;
   adminUrl: string;
   port: number;
+  adminPort: number;
+}
+
+/**
+ * Where a worker of `serve --workers N` listens (gateway/workers.ts): the client port its parent checked
+ * and chose, shared with its siblings (SO_REUSEPORT), and a private admin listener the parent's aggregating
+ * admin endpoint reads. The config keeps the file's addresses, so a reload sees no change there.
+ */
+export interface WorkerPlacement {
+  port: number;
+  adminHost: string;
   adminPort: number;
 }
 
@@ -92,11 +103,13 @@ export class Gateway implements GatewayContext {
   private fdGuard: FdGuard | undefined;
   private tlsReloader: TlsReloader | undefined;
   /** routing knowledge shared with the replicas (the `cluster` section; src/cluster/) */
-  private readonly cluster: ClusterShare | undefined;
+  private readonly cluster: RoutingShare | undefined;
 
   constructor(
     config: Config,
     readonly logger: Logger,
+    /** set in a worker of `serve --workers N` */
+    private readonly placement?: WorkerPlacement,
   ) {
     this.gen = generationOf(0, config, new Map(), new Admission(undefined));
     this.genCtx = new GenerationContext(this, this.gen);
@@ -128,7 +141,7 @@ export class Gateway implements GatewayContext {
       logger: this.logger,
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
     });
-    this.cluster = startCluster(config.cluster, this.router, this.metrics.registry, this.logger);
+    this.cluster = startCluster(config.cluster, this.router, this.metrics.registry, this.logger, { ipc: placement !== undefined });
     this.scheme = config.listen.tls ? 'https' : 'http';
     this.cors = config.cors ? new Cors(config.cors) : undefined;
   }
@@ -186,6 +199,7 @@ export class Gateway implements GatewayContext {
       tls: listen.tls,
       onHandlerError,
       onAnswered: (facts, status, answer) => this.frontAnswered(facts, status, answer),
+      joinShared: this.placement !== undefined,
       maxBufferedBodyBytes: limits.max_buffered_body_bytes,
       cors: this.cors,
       connections: {
@@ -198,13 +212,14 @@ export class Gateway implements GatewayContext {
     const uws = uwsInUse();
     if (uws) this.logger.info({ uws: uws.version, node: process.versions.node, skipped: uws.skipped }, `uws ${uws.version} native`);
     this.clientRoutes(this.front);
-    const port = await this.front.listen(listen.host, listen.port);
+    const port = await this.front.listen(listen.host, this.placement?.port ?? listen.port);
     this.logger.info({ max_connections: bound.max, max_connections_per_client: limits.max_connections_per_client, open_file_limit: fdLimit }, 'client connections bounded');
     this.fdGuard = this.startFdGuard(this.front);
     if (listen.tls) this.tlsReloader = this.startTlsReload(this.front, listen.tls);
     this.adminFront = new Front({ maxHeaderBytes: limits.max_header_bytes, headTooLarge, onHandlerError });
     adminRoutes(this.adminFront, this);
-    const adminPort = await this.adminFront.listen(admin.host, admin.port);
+    const adminHost = this.placement?.adminHost ?? admin.host;
+    const adminPort = await this.adminFront.listen(adminHost, this.placement?.adminPort ?? admin.port);
     this.discovery = this.newDiscovery(this.config);
     await this.discovery.start();
     // new signals may show room for a queued request (flow.ts)
@@ -227,7 +242,7 @@ export class Gateway implements GatewayContext {
     const scheme = listen.tls ? 'https' : 'http';
     return {
       url: `${scheme}://${hostForUrl(listen.host)}:${port}`,
-      adminUrl: `http://${hostForUrl(admin.host)}:${adminPort}`,
+      adminUrl: `http://${hostForUrl(adminHost)}:${adminPort}`,
       port,
       adminPort,
     };

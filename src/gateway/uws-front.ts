@@ -42,6 +42,11 @@ export interface FrontOptions {
    * route), for the access log; the POST routes' exchanges log their own. Must not throw.
    */
   onAnswered?: (facts: FrontFacts, status: number, answer: Answer | undefined) => void;
+  /**
+   * Listen sharing the port (SO_REUSEPORT) without taking it exclusively first: a worker of
+   * `serve --workers N`, whose parent checked that no other process holds the port (gateway/workers.ts).
+   */
+  joinShared?: boolean;
 }
 
 /** What the access log needs of a request the front answered, read while its handler ran. */
@@ -147,6 +152,8 @@ export class Front {
   private readonly routes: Array<(app: TemplatedApp) => void> = [];
   /** a TLS front listens sharing its port (SO_REUSEPORT) so that a reloaded app can listen beside it */
   private readonly shared: boolean;
+  /** a worker of `serve --workers N`: listens shared, without the exclusive probe (its siblings hold the port) */
+  private readonly joinShared: boolean;
   private readonly onHandlerError: (err: unknown) => Answer;
   private readonly onAnswered: FrontOptions['onAnswered'];
   private socket: us_listen_socket | undefined;
@@ -180,6 +187,7 @@ export class Front {
     this.cors = opts.cors;
     this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
     this.shared = opts.tls !== undefined;
+    this.joinShared = opts.joinShared === true;
     this.app = opts.tls ? this.sslApp(opts.tls) : this.uws.App();
   }
 
@@ -238,7 +246,7 @@ export class Front {
 
   /** Listens on the address exclusively (plain HTTP) or shared with this process's next app (TLS). */
   private listenOn(host: string, port: number, cb: (socket: us_listen_socket | false) => void): void {
-    if (this.shared) listenShared(this.app, host, port, cb);
+    if (this.shared || this.joinShared) listenShared(this.app, host, port, cb);
     else listenExclusive(this.app, host, port, cb);
   }
 
@@ -552,7 +560,7 @@ export class Front {
   listen(host: string, port: number): Promise<number> {
     return new Promise((resolve, reject) => {
       const refused = () => reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
-      if (this.shared) {
+      if (this.shared && !this.joinShared) {
         let probe: us_listen_socket | undefined;
         listenExclusive(this.app, host, port, (s) => {
           if (s) probe = s;
