@@ -1,17 +1,23 @@
 // The simulator and the HTTP mock run the same engine: the same requests, sent to the same servers in the
 // same order, get the same cached prefixes and (within timer jitter) the same TTFT.
 import t from 'tap';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { startMockServers } from '../../src/mock/index.js';
 import { runLoop, traceRequestText, type RequestRecord, type SimRequest } from '../../src/sim/index.js';
 
 const TIME_SCALE = 1; // real time: timer lateness is not magnified
 const ENDPOINTS = 2;
-// Stated tolerance: |live − simulated| TTFT ≤ 30 ms + 10% (virtual ms) per request, and the mean
-// difference ≤ 15 ms: the live side adds HTTP parsing, timer lateness and event-loop jitter (× TIME_SCALE).
+// Stated tolerance: |live − simulated| TTFT ≤ 30 ms + 10% (virtual ms) + the measured jitter per request,
+// and the mean difference ≤ 15 ms + the measured jitter: the live side adds HTTP parsing, timer lateness and
+// event-loop jitter (× TIME_SCALE). The mock runs in this process, so its step timers are as late as this
+// event loop is: the jitter is JITTER_STEPS × the loop delay's p99 measured over the live run (a first
+// token waits for a few timer-driven engine steps), 0 on an idle machine. A mock that disagreed with the
+// engine model (prefill of 90–250 ms missing or doubled, a cache miss) is outside it on a quiet machine.
 const ABS_MS = 30;
 const REL = 0.1;
 const MEAN_MS = 15;
+const JITTER_STEPS = 3;
 
 function scenario(): SimRequest[] {
   const groups = [[1, 2, 3, 4, 5, 6], [11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]];
@@ -41,23 +47,26 @@ t.test('simulator and HTTP mock agree on a small scenario', async (t) => {
   // late, which is not a disagreement. So: up to 3 attempts, fresh servers each time; cached tokens must
   // match on every attempt, timings on the best one.
   type Live = { status: number; ttftMs: number; cached?: number; out?: number; prompt?: number };
-  let best: { live: Live[]; meanDiff: number } | null = null;
+  let best: { live: Live[]; meanDiff: number; jitterMs: number } | null = null;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const live = await liveRun(reqs);
+    const { live, loopDelayP99Ms } = await liveRun(reqs);
+    const jitterMs = JITTER_STEPS * loopDelayP99Ms;
     let sum = 0;
     let within = true;
     for (let i = 0; i < reqs.length; i++) {
       t.equal(live[i].cached, sim[i].cachedTokens, `attempt ${attempt} #${i} cached tokens: live ${live[i].cached}, sim ${sim[i].cachedTokens}`);
       const d = Math.abs(live[i].ttftMs - sim[i].ttftMs);
       sum += d;
-      if (d > ABS_MS + REL * sim[i].ttftMs) within = false;
+      if (d > ABS_MS + REL * sim[i].ttftMs + jitterMs) within = false;
     }
     const meanDiff = sum / reqs.length;
-    if (!best || meanDiff < best.meanDiff) best = { live, meanDiff };
-    if (within && meanDiff <= MEAN_MS) break;
-    t.comment(`attempt ${attempt}: mean |diff| ${meanDiff.toFixed(1)} ms, retrying (timer jitter?)`);
+    if (!best || meanDiff - jitterMs < best.meanDiff - best.jitterMs) best = { live, meanDiff, jitterMs };
+    if (within && meanDiff <= MEAN_MS + jitterMs) break;
+    t.comment(`attempt ${attempt}: mean |diff| ${meanDiff.toFixed(1)} ms, jitter ${jitterMs.toFixed(1)} ms, retrying`);
   }
   const live = best!.live;
+  const jitterMs = best!.jitterMs;
+  t.comment(`event-loop jitter allowed: ${jitterMs.toFixed(1)} ms`);
 
   let sumDiff = 0;
   for (let i = 0; i < reqs.length; i++) {
@@ -68,12 +77,24 @@ t.test('simulator and HTTP mock agree on a small scenario', async (t) => {
     t.equal(l.out, s.outputTokens, `#${i} output tokens`);
     const diff = l.ttftMs - s.ttftMs;
     sumDiff += Math.abs(diff);
-    t.ok(Math.abs(diff) <= ABS_MS + REL * s.ttftMs, `#${i} ttft live ${l.ttftMs.toFixed(1)} vs sim ${s.ttftMs.toFixed(1)} ms`);
+    t.ok(Math.abs(diff) <= ABS_MS + REL * s.ttftMs + jitterMs, `#${i} ttft live ${l.ttftMs.toFixed(1)} vs sim ${s.ttftMs.toFixed(1)} ms`);
   }
-  t.ok(sumDiff / reqs.length <= MEAN_MS, `mean |diff| ${(sumDiff / reqs.length).toFixed(1)} ms`);
+  t.ok(sumDiff / reqs.length <= MEAN_MS + jitterMs, `mean |diff| ${(sumDiff / reqs.length).toFixed(1)} ms`);
 });
 
-async function liveRun(reqs: SimRequest[]) {
+async function liveRun(reqs: SimRequest[]): Promise<{ live: Awaited<ReturnType<typeof liveRequests>>; loopDelayP99Ms: number }> {
+  const delay = monitorEventLoopDelay({ resolution: 5 });
+  delay.enable();
+  try {
+    const live = await liveRequests(reqs);
+    // the histogram counts the sampling interval itself: only what exceeds it is lateness
+    return { live, loopDelayP99Ms: Math.max(0, delay.percentile(99) / 1e6 - 5) };
+  } finally {
+    delay.disable();
+  }
+}
+
+async function liveRequests(reqs: SimRequest[]) {
   // one ephemeral port each (port 0 with count > 1 takes consecutive ports, which may be in use)
   const servers = [];
   for (let i = 0; i < ENDPOINTS; i++) servers.push(await startMockServers({ model: 'm', port: 0, timeScale: TIME_SCALE }));
