@@ -1,0 +1,94 @@
+// --tune: the minimax-regret objective on a hand-made case, and a whole search holding one generator out.
+import t from 'tap';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { simulateMain } from '../../src/sim/cli.js';
+import { admissible, minimaxPick, regrets } from '../../src/sim/tune-objective.js';
+
+t.test('minimax regret: relative regrets, the defaults as a floor, ties to the earliest', async (t) => {
+  // candidates × inputs (A, B, C); candidate 0 is the defaults
+  const table = [
+    [10, 10, 10],
+    [12, 9, 10], // best on A but worse than the defaults on B: not admissible
+    [11, 10, 10.5],
+    [10, 12, 10],
+  ];
+  const r = regrets(table);
+  t.strictSame(r.best, [12, 12, 10.5]);
+  t.equal(r.regret[0][0], 2 / 12);
+  t.equal(r.regret[0][2], 0.5 / 10.5);
+  t.equal(r.worst[1], 0.25, "candidate 1's worst is input B: (12 − 9) / 12");
+  t.strictSame(admissible(table), [true, false, true, true]);
+  // 0, 2 and 3 share the worst regret 2/12; 3's mean regret is the lowest
+  t.equal(r.worst[0], r.worst[2]);
+  t.equal(r.worst[0], r.worst[3]);
+  t.equal(minimaxPick(table), 3);
+  // a candidate closer to the best everywhere wins on its worst case
+  const more = [...table, [11, 11, 10.2]];
+  t.equal(minimaxPick(more), 4);
+  // the lowest worst regret of all, but below the defaults on C: never picked
+  const worse = [...more, [12, 12, 9.9]];
+  t.ok(regrets(worse).worst[5] < regrets(worse).worst[4]);
+  t.equal(minimaxPick(worse), 4);
+  // all equal: the defaults; an input nobody serves has no regret
+  t.equal(minimaxPick([[5, 0], [5, 0]]), 0);
+  t.strictSame(regrets([[5, 0], [4, 0]]).regret[1], [0.2, 0]);
+  t.throws(() => minimaxPick([]));
+});
+
+t.test('--tune holding one generator out: the held-out figures, never worse in sample, deterministic', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'infergate-tune-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const run = async (json: string) => {
+    let out = '';
+    let err = '';
+    const args = ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--json', json];
+    const code = await simulateMain(args, { out: (s) => void (out += s), err: (s) => void (err += s) });
+    return { code, out, err, report: code === 0 ? JSON.parse(readFileSync(json, 'utf8')).tune : undefined };
+  };
+  const a = await run(join(dir, 'a.json'));
+  t.equal(a.code, 0, a.err);
+  const r = a.report;
+  t.strictSame(r.objective.rate_scales, [1, 2, 4], 'three loads');
+  t.equal(r.objective.slo_ttft_ms, 2000, 'the 2 s SLO is the objective');
+  t.strictSame(r.tuned_on, ['shared-prefix', 'no-sharing'], 'the held-out input is not tuned on');
+  t.ok(r.candidates >= 2 && r.candidates <= 5, `the budget holds (${r.candidates})`);
+
+  t.equal(r.holdout.length, 1);
+  const h = r.holdout[0];
+  t.equal(h.input, 'multi-turn');
+  for (const k of ['defaults_goodput', 'tuned_goodput', 'best_goodput'] as const) t.ok(h[k] > 0, `held out: ${k} ${h[k]}`);
+  t.ok(h.best_goodput >= h.tuned_goodput && h.best_goodput >= h.defaults_goodput, 'the best found there is at least both');
+  t.strictSame(h.weights, r.tuned, 'the held-out row runs the weights tuned on the others');
+
+  for (const x of r.per_input.filter((x: { tuned_on: boolean }) => x.tuned_on)) {
+    t.ok(x.tuned_goodput >= x.defaults_goodput, `${x.input}: tuned ${x.tuned_goodput} ≥ defaults ${x.defaults_goodput}`);
+    t.equal(x.scales.length, 3);
+  }
+  t.ok(r.worst_regret.tuned <= r.worst_regret.defaults, 'the worst regret is no larger than the defaults\'');
+  t.match(a.out, /multi-turn\s+no \(held out\)/, 'the table marks the held-out input');
+  t.match(a.out, /held out\s+defaults good\/s\s+tuned good\/s\s+best found/);
+  t.match(a.out, /scoring:\n  prefix: [\d.]+\n  queue: /, 'a block to paste into a config');
+  t.match(a.err, /tune without multi-turn: candidate \d+\/5/, 'progress on stderr');
+
+  const b = await run(join(dir, 'b.json'));
+  t.equal(readFileSync(join(dir, 'b.json'), 'utf8'), readFileSync(join(dir, 'a.json'), 'utf8'), 'same inputs and seed: the same report');
+  t.equal(b.out, a.out);
+});
+
+t.test('--tune usage errors', async (t) => {
+  let err = '';
+  const io = { out: () => undefined, err: (s: string) => void (err += s) };
+  t.equal(await simulateMain(['--tune', '--tune-inputs', 'shared-prefix,bogus'], io), 2);
+  t.match(err, /"bogus" is neither a generator/);
+  err = '';
+  t.equal(await simulateMain(['--tune', '--tune-inputs', 'shared-prefix,rag', '--holdout', 'multi-turn'], io), 2);
+  t.match(err, /--holdout multi-turn: not one of the inputs/);
+  err = '';
+  t.equal(await simulateMain(['--tune', '--generate', 'rag', '--holdout', 'rag'], io), 2);
+  t.match(err, /--holdout needs at least two/);
+  err = '';
+  t.equal(await simulateMain(['--tune', '--tune-inputs', 'rag,rag'], io), 2);
+  t.match(err, /names an input twice/);
+});
