@@ -82,6 +82,9 @@ Output:
   --holdout NAME|all        tune on every input but NAME and report NAME out of sample (the tuned weights'
                             goodput there beside the defaults' and the best found by a search on it
                             alone); all: leave each input out in turn, then tune on all of them
+  --tune-max-loss X         the minimax pick may give up a little on one input for a lot on another:
+                            weights more than this share (0.02 = 2%) below the defaults' goodput on any
+                            input tuned on are never chosen (0: never worse on any; default: no bound)
   --tune-budget N           weight sets each search may evaluate, the defaults included (default 30);
                             each costs one run per input and scale
 `;
@@ -203,6 +206,7 @@ function run(argv: string[], io: SimIo): number {
         'tune-inputs': { type: 'string' },
         'tune-scales': { type: 'string' },
         holdout: { type: 'string' },
+        'tune-max-loss': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -306,7 +310,9 @@ function run(argv: string[], io: SimIo): number {
       if (holdout !== 'all' && !names.includes(holdout)) throw new UsageError(`--holdout ${holdout}: not one of the inputs (${names.join(', ')})`);
       if (names.length < 2) throw new UsageError('--holdout needs at least two --tune-inputs');
     }
-    const report = tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, log: (l) => io.err(`${l}\n`) });
+    const maxLoss = num(values['tune-max-loss'], 'tune-max-loss', { min: 0 });
+    if (maxLoss !== undefined && maxLoss > 1) throw new UsageError(`--tune-max-loss is a share between 0 and 1, not "${values['tune-max-loss']}"`);
+    const report = tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, log: (l) => io.err(`${l}\n`) });
     io.out(formatTuneReport(report));
     if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ tune: report }, null, 2) + '\n');
     return 0;

@@ -3,11 +3,11 @@
  * or generators), which candidate has the smallest worst-case regret.
  *
  * Regret of candidate c on input i = (best goodput any candidate reached on i − c's goodput on i) / that
- * best: relative, so that an input served at 20 req/s does not outweigh one served at 3 req/s. A candidate
- * is admissible when it is at least as good as the reference (candidate 0, the defaults) on every input:
- * the search never trades one input away for another, so the weights it returns are never worse than the
- * defaults on the inputs it saw. Among admissible candidates the pick minimises the worst regret, then the
- * mean regret, then takes the earliest (the defaults win every tie).
+ * best: relative, so that an input served at 20 req/s does not outweigh one served at 3 req/s. The pick
+ * minimises the worst regret over the inputs, then the mean regret, then takes the earliest (candidate 0,
+ * the defaults, wins every tie), so its worst regret is never above the defaults'. It may trade a little on
+ * one input for a lot on another; `maxLoss` bounds that: a candidate more than that share below the
+ * defaults' goodput on any input is not admissible (0: never worse than the defaults anywhere).
  */
 
 export interface Regrets {
@@ -31,17 +31,20 @@ export function regrets(goodput: readonly (readonly number[])[]): Regrets {
   return { best, regret, worst, mean };
 }
 
-/** Candidate c is admissible when goodput[c][i] ≥ goodput[0][i] for every input i (candidate 0 always is). */
-export function admissible(goodput: readonly (readonly number[])[]): boolean[] {
+/**
+ * Candidate c is admissible when goodput[c][i] ≥ (1 − maxLoss) × goodput[0][i] for every input i
+ * (candidate 0 always is; the default maxLoss, Infinity, admits every candidate).
+ */
+export function admissible(goodput: readonly (readonly number[])[], maxLoss = Infinity): boolean[] {
   const ref = goodput[0] ?? [];
-  return goodput.map((row) => row.every((g, i) => g >= ref[i]));
+  return goodput.map((row, c) => c === 0 || row.every((g, i) => g >= (1 - maxLoss) * ref[i]));
 }
 
 /** The index of the minimax-regret candidate among the admissible ones (see the module comment). */
-export function minimaxPick(goodput: readonly (readonly number[])[]): number {
+export function minimaxPick(goodput: readonly (readonly number[])[], maxLoss = Infinity): number {
   if (goodput.length === 0) throw new RangeError('no candidates');
   const { worst, mean } = regrets(goodput);
-  const ok = admissible(goodput);
+  const ok = admissible(goodput, maxLoss);
   let pick = 0;
   for (let c = 1; c < goodput.length; c++) {
     if (!ok[c]) continue;
