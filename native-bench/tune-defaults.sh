@@ -6,8 +6,8 @@
 # Usage: bash native-bench/tune-defaults.sh [OUTDIR]   (needs `npm run build`)
 #   TRACE=FILE      the trace input (default ../shared/traces/mooncake_synthetic_trace.jsonl, or the shipped
 #                   first 400 requests when that is absent)
-#   REQUESTS=N      requests per input and evaluation (default 800)
-#   SCALES=a,b,c    rate scales (default 1,2,3)   BUDGET=N   weight sets per search (default 40)   SEED=N (default 1)
+#   REQUESTS=N      requests per input and evaluation (default 500)
+#   SCALES=a,b,c    rate scales (default 1,2,3)   BUDGET=N   weight sets per search (default 30)   SEED=N (default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench-out/tune-defaults}
@@ -15,8 +15,8 @@ mkdir -p "$out"
 trace=${TRACE:-../shared/traces/mooncake_synthetic_trace.jsonl}
 [ -f "$trace" ] || trace=trace
 gens=$(node -e 'import("./dist/sim/generators.js").then((m) => console.log(m.GENERATORS.join(",")))')
-node dist/cli.js simulate --tune --tune-inputs "$trace,$gens" --requests "${REQUESTS:-800}" \
-  --tune-scales "${SCALES:-1,2,3}" --tune-budget "${BUDGET:-40}" --seed "${SEED:-1}" --holdout all \
+node dist/cli.js simulate --tune --tune-inputs "$trace,$gens" --requests "${REQUESTS:-500}" \
+  --tune-scales "${SCALES:-1,2,3}" --tune-budget "${BUDGET:-30}" --seed "${SEED:-1}" --holdout all \
   --json "$out/tune-defaults.json" > "$out/tune-defaults.txt"
 node -e '
 const fs = require("fs");

@@ -87,6 +87,7 @@ Output:
                             input tuned on are never chosen (0: never worse on any; default: no bound)
   --tune-budget N           weight sets each search may evaluate, the defaults included (default 30);
                             each costs one run per input and scale
+  --tune-jobs N             worker threads for those runs (default 1); the result does not depend on it
 `;
 
 class UsageError extends Error {}
@@ -155,7 +156,7 @@ function simulationReport(res: SimResult, offered: Map<string, Float64Array> | u
 /** `infergate simulate ARGS`; resolves to the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<number> {
   try {
-    return run(argv, io);
+    return await run(argv, io);
   } catch (e) {
     if (e instanceof UsageError) {
       io.err(`infergate simulate: ${e.message}\n\n${SIMULATE_HELP}`);
@@ -170,7 +171,7 @@ export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<n
   }
 }
 
-function run(argv: string[], io: SimIo): number {
+async function run(argv: string[], io: SimIo): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
@@ -207,6 +208,7 @@ function run(argv: string[], io: SimIo): number {
         'tune-scales': { type: 'string' },
         holdout: { type: 'string' },
         'tune-max-loss': { type: 'string' },
+        'tune-jobs': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -312,7 +314,8 @@ function run(argv: string[], io: SimIo): number {
     }
     const maxLoss = num(values['tune-max-loss'], 'tune-max-loss', { min: 0 });
     if (maxLoss !== undefined && maxLoss > 1) throw new UsageError(`--tune-max-loss is a share between 0 and 1, not "${values['tune-max-loss']}"`);
-    const report = tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, log: (l) => io.err(`${l}\n`) });
+    const jobs = num(values['tune-jobs'], 'tune-jobs', { int: true, min: 1 }) ?? 1;
+    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, jobs, log: (l) => io.err(`${l}\n`) });
     io.out(formatTuneReport(report));
     if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ tune: report }, null, 2) + '\n');
     return 0;

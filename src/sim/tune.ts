@@ -10,13 +10,15 @@
  */
 import type { EngineProfile } from '../engine/index.js';
 import { SCORER_NAMES, type ScoringWeights } from '../routing/index.js';
-import { mergeSettings, simConfig, type PoolSettings } from './config.js';
-import { profileFor, runPolicy, scaleArrivals } from './simulate.js';
+import { simConfig, type PoolSettings } from './config.js';
 import { endpointName } from './router-policy.js';
+import { LocalRunner, WorkerPool, type RunSetup, type RunTask, type ScaleFigures } from './tune-pool.js';
 import { DEFAULT_SLOS, type SloSpec } from './slo.js';
 import { round } from './stats.js';
 import { minimaxPick, regrets } from './tune-objective.js';
 import type { SimRequest } from './types.js';
+
+export type { ScaleFigures } from './tune-pool.js';
 
 export interface TuneInput {
   /** a generator's name or a trace's file name: how it is reported and named by `holdout` */
@@ -44,15 +46,10 @@ export interface TuneOptions {
    * (0.02: 2%; 0: never worse anywhere); default: no bound (pure minimax regret)
    */
   maxLoss?: number;
+  /** worker threads for the runs (default 1: all in this thread); the result does not depend on it */
+  jobs?: number;
   /** progress lines (e.g. to stderr) */
   log?: (line: string) => void;
-}
-
-/** One run's figures at the objective's SLO. */
-export interface ScaleFigures {
-  goodput_rps: number;
-  attainment: number;
-  shed_share: number;
 }
 
 export interface InputFigures {
@@ -138,39 +135,47 @@ function moves(p: Point, f: number): Point[] {
 class Evaluator {
   private readonly runsByKey = new Map<string, ScaleFigures>();
   private readonly goodputs = new Map<string, Map<string, number>>(); // input → weights key → mean goodput
-  private readonly workloads = new Map<string, Array<{ scale: number; requests: readonly SimRequest[]; profile: Partial<EngineProfile> }>>();
+  private readonly local: LocalRunner;
   runs = 0;
-  constructor(private readonly opts: TuneOptions, private readonly slo: SloSpec) {
-    for (const input of opts.inputs) {
-      this.workloads.set(
-        input.name,
-        opts.scales.map((scale) => {
-          const requests = scale === 1 ? input.requests : scaleArrivals(input.requests, scale);
-          return { scale, requests, profile: profileFor(requests, opts.profile) };
-        }),
-      );
-      this.goodputs.set(input.name, new Map());
+  constructor(private readonly setup: RunSetup, private readonly pool: WorkerPool | undefined) {
+    this.local = new LocalRunner(setup);
+    for (const input of setup.inputs) this.goodputs.set(input.name, new Map());
+  }
+
+  private key = (p: Point, input: string, scale: number) => `${keyOf(p)}|${input}|${scale}`;
+
+  /** Runs what these weight sets need on these inputs, in parallel on the pool (a no-op without one). */
+  async prefetch(points: readonly Point[], inputs: readonly string[]): Promise<void> {
+    const pool = this.pool;
+    if (!pool) return;
+    const todo = new Map<string, RunTask>();
+    for (const p of points) {
+      for (const input of inputs) {
+        for (const scale of this.setup.scales) {
+          const k = this.key(p, input, scale);
+          if (!this.runsByKey.has(k) && !todo.has(k)) todo.set(k, { weights: { ...p }, input, scale });
+        }
+      }
     }
+    await Promise.all(
+      [...todo].map(async ([k, t]) => {
+        const f = await pool.run(t);
+        this.runs++;
+        this.runsByKey.set(k, f);
+      }),
+    );
   }
 
   figures(p: Point, input: string): Array<{ rate_scale: number } & ScaleFigures> {
-    return this.workloads.get(input)!.map((w) => {
-      const key = `${keyOf(p)}|${input}|${w.scale}`;
+    return this.setup.scales.map((scale) => {
+      const key = this.key(p, input, scale);
       let f = this.runsByKey.get(key);
       if (!f) {
         this.runs++;
-        const run = runPolicy('scored', w.requests, {
-          endpoints: this.opts.endpoints,
-          profile: w.profile,
-          pool: mergeSettings(this.opts.pool, { scoring: { ...p } }),
-          seed: this.opts.seed,
-          slos: [this.slo],
-        });
-        const s = run.slo[0];
-        f = { goodput_rps: s.goodput_rps, attainment: s.attainment, shed_share: run.shed_share };
+        f = this.local.run({ weights: p, input, scale });
         this.runsByKey.set(key, f);
       }
-      return { rate_scale: w.scale, ...f };
+      return { rate_scale: scale, ...f };
     });
   }
 
@@ -193,7 +198,8 @@ interface SearchResult {
   candidates: number;
 }
 
-function search(ev: Evaluator, start: Point, on: readonly string[], budget: number, maxLoss: number, what: string, log: (l: string) => void, t0: number): SearchResult {
+async function search(ev: Evaluator, start: Point, on: readonly string[], budget: number, maxLoss: number, what: string, log: (l: string) => void, t0: number): Promise<SearchResult> {
+  await ev.prefetch([start], on);
   const points: Point[] = [start];
   const seen = new Set([keyOf(start)]);
   const table: number[][] = [on.map((i) => ev.goodput(start, i))];
@@ -202,7 +208,19 @@ function search(ev: Evaluator, start: Point, on: readonly string[], budget: numb
   let f = 2;
   while (points.length < budget && f > 1.05) {
     let improved = false;
-    for (const cand of moves(points[pick], f)) {
+    const sweep = moves(points[pick], f);
+    // what this sweep will evaluate (the loop below, which decides, then finds every run done)
+    const fresh: Point[] = [];
+    const keys = new Set<string>();
+    for (const c of sweep) {
+      const k = keyOf(c);
+      if (!seen.has(k) && !keys.has(k) && points.length + fresh.length < budget) {
+        keys.add(k);
+        fresh.push(c);
+      }
+    }
+    await ev.prefetch(fresh, on);
+    for (const cand of sweep) {
       if (points.length >= budget) break;
       const key = keyOf(cand);
       if (seen.has(key)) continue;
@@ -227,7 +245,7 @@ function search(ev: Evaluator, start: Point, on: readonly string[], budget: numb
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 const rel = (best: number, g: number) => (best > 0 ? round(Math.max(0, (best - g) / best), 4) : 0);
 
-export function tune(opts: TuneOptions): TuneReport {
+export async function tune(opts: TuneOptions): Promise<TuneReport> {
   const budget = Math.max(1, opts.budget ?? 30);
   const log = opts.log ?? (() => {});
   const slo = opts.slo ?? DEFAULT_SLOS[0];
@@ -242,8 +260,21 @@ export function tune(opts: TuneOptions): TuneReport {
   }
   if (holdout !== undefined && names.length < 2) throw new RangeError('holding an input out needs at least two inputs');
 
+  const setup: RunSetup = { inputs: opts.inputs, scales: opts.scales, endpoints: opts.endpoints, profile: opts.profile, pool: opts.pool, seed: opts.seed, slo };
+  const jobs = Math.max(1, Math.floor(opts.jobs ?? 1));
+  const workers = jobs > 1 ? new WorkerPool(jobs, setup) : undefined;
+  try {
+    return await searchAll(opts, setup, new Evaluator(setup, workers), budget, maxLoss, log);
+  } finally {
+    await workers?.close();
+  }
+}
+
+async function searchAll(opts: TuneOptions, setup: RunSetup, ev: Evaluator, budget: number, maxLoss: number, log: (l: string) => void): Promise<TuneReport> {
+  const slo = setup.slo;
+  const names = opts.inputs.map((i) => i.name);
+  const holdout = opts.holdout;
   const start: Point = { ...simConfig([endpointName(0)], [], opts.pool).pool.scoring };
-  const ev = new Evaluator(opts, slo);
   const t0 = performance.now();
 
   // out of sample: tune on the others, then search the held-out input alone for the best found there
@@ -251,16 +282,16 @@ export function tune(opts: TuneOptions): TuneReport {
   const folds: Array<{ input: string; weights: Point; candidates: number }> = [];
   for (const h of heldOut) {
     const others = names.filter((n) => n !== h);
-    const s = search(ev, start, others, budget, maxLoss, `without ${h}`, log, t0);
+    const s = await search(ev, start, others, budget, maxLoss, `without ${h}`, log, t0);
     folds.push({ input: h, weights: s.best, candidates: s.candidates });
-    search(ev, start, [h], budget, maxLoss, `on ${h} alone`, log, t0);
+    await search(ev, start, [h], budget, maxLoss, `on ${h} alone`, log, t0);
   }
   // the weights to report: on every input, or on all but a single held-out one
   const tunedOn = holdout === undefined || holdout === 'all' ? names : names.filter((n) => n !== holdout);
   const main: SearchResult =
     holdout !== undefined && holdout !== 'all'
       ? { best: folds[0].weights, candidates: folds[0].candidates }
-      : search(ev, start, tunedOn, budget, maxLoss, `on ${tunedOn.length === 1 ? tunedOn[0] : `${tunedOn.length} inputs`}`, log, t0);
+      : await search(ev, start, tunedOn, budget, maxLoss, `on ${tunedOn.length === 1 ? tunedOn[0] : `${tunedOn.length} inputs`}`, log, t0);
 
   const figure = (input: string): InputFigures => {
     const d = ev.figures(start, input);

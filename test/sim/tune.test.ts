@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { simulateMain } from '../../src/sim/cli.js';
+import { runCli } from '../helpers/process.js';
 import { admissible, minimaxPick, regrets } from '../../src/sim/tune-objective.js';
 
 t.test('minimax regret: relative regrets, worst case first, then the mean, ties to the defaults', async (t) => {
@@ -43,10 +44,11 @@ t.test('minimax regret: relative regrets, worst case first, then the mean, ties 
 t.test('--tune holding one generator out: the held-out figures, never worse in sample, deterministic', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'infergate-tune-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const argsFor = (json: string) => ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--json', json];
   const run = async (json: string, extra: string[] = []) => {
     let out = '';
     let err = '';
-    const args = ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--json', json, ...extra];
+    const args = [...argsFor(json), ...extra];
     const code = await simulateMain(args, { out: (s) => void (out += s), err: (s) => void (err += s) });
     return { code, out, err, report: code === 0 ? JSON.parse(readFileSync(json, 'utf8')).tune : undefined };
   };
@@ -75,6 +77,10 @@ t.test('--tune holding one generator out: the held-out figures, never worse in s
   const b = await run(join(dir, 'b.json'));
   t.equal(readFileSync(join(dir, 'b.json'), 'utf8'), readFileSync(join(dir, 'a.json'), 'utf8'), 'same inputs and seed: the same report');
   t.equal(b.out, a.out);
+  // the built CLI with two worker threads: the same report
+  const proc = runCli(['simulate', ...argsFor(join(dir, 'w.json')), '--tune-jobs', '2']);
+  t.equal(await proc.exited(120_000), 0, proc.stderr());
+  t.equal(readFileSync(join(dir, 'w.json'), 'utf8'), readFileSync(join(dir, 'a.json'), 'utf8'), '--tune-jobs 2 changes nothing in the report');
 
   // with --tune-max-loss 0 the tuned weights are never worse than the defaults on any input tuned on
   const c = await run(join(dir, 'c.json'), ['--tune-max-loss', '0']);
