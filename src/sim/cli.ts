@@ -290,6 +290,9 @@ async function run(argv: string[], io: SimIo): Promise<number> {
   const queue = queueLength > 0 ? { maxLength: queueLength, maxWaitMs: values['queue-max-wait'] === undefined ? 10_000 : duration(values['queue-max-wait'], 'queue-max-wait') } : undefined;
 
   if (values.tune) {
+    for (const flag of ['replicas', 'queue-max-length', 'priority-mix', 'html', 'targets'] as const) {
+      if (values[flag] !== undefined) throw new UsageError(`--tune runs one gateway's scored policy without a queue or classes; it does not take --${flag}`);
+    }
     const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 30;
     const tuneScales = (list(values['tune-scales']) ?? list(values['rate-scale']) ?? ['1', '2', '3']).map((s) => num(s, 'tune-scales', { min: 1e-6 })!);
     const inputs: TuneInput[] = [];

@@ -232,7 +232,7 @@ async function search(ev: Evaluator, start: Point, on: readonly string[], budget
       if (next !== pick) {
         pick = next;
         improved = true;
-        log(`tune ${what}: candidate ${points.length}/${budget}: new best, worst regret ${pct(worstOf(pick))} (defaults ${pct(worstOf(0))}) with ${keyOf(cand)} [${ev.runs} runs, ${secs} s]`);
+        log(`tune ${what}: candidate ${points.length}/${budget}: new best, worst regret ${pct(worstOf(pick))} (defaults ${pct(worstOf(0))}) with ${keyOf(points[pick])} [${ev.runs} runs, ${secs} s]`);
       } else {
         log(`tune ${what}: candidate ${points.length}/${budget}: worst regret ${pct(worstOf(points.length - 1))}, best still ${pct(worstOf(pick))} [${ev.runs} runs, ${secs} s]`);
       }

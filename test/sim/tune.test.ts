@@ -108,4 +108,7 @@ t.test('--tune usage errors', async (t) => {
   err = '';
   t.equal(await simulateMain(['--tune', '--generate', 'rag', '--tune-max-loss', '2'], io), 2);
   t.match(err, /--tune-max-loss is a share between 0 and 1/);
+  err = '';
+  t.equal(await simulateMain(['--tune', '--generate', 'rag', '--replicas', '2'], io), 2);
+  t.match(err, /it does not take --replicas/);
 });
