@@ -2,12 +2,13 @@
 # The search behind the shipped scorer weights (src/sim/README.md, "Tuning"): `infergate simulate --tune` on
 # the synthetic Mooncake trace and every generator, at three loads, leave-one-out, then on all inputs.
 # Writes OUTDIR/tune-defaults.json (the tune report) and OUTDIR/tune-defaults.md (the tables), progress on
-# stderr. About 10 minutes on a 2-core VM; deterministic (same tree and seed → same JSON).
+# stderr. Deterministic (same tree and arguments → the same JSON); the time it took is in src/sim/README.md.
 # Usage: bash native-bench/tune-defaults.sh [OUTDIR]   (needs `npm run build`)
 #   TRACE=FILE      the trace input (default ../shared/traces/mooncake_synthetic_trace.jsonl, or the shipped
 #                   first 400 requests when that is absent)
 #   REQUESTS=N      requests per input and evaluation (default 500)
 #   SCALES=a,b,c    rate scales (default 1,2,3)   BUDGET=N   weight sets per search (default 30)   SEED=N (default 1)
+#   JOBS=N          worker threads for the runs (default 2; the result does not depend on it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench-out/tune-defaults}
@@ -16,7 +17,7 @@ trace=${TRACE:-../shared/traces/mooncake_synthetic_trace.jsonl}
 [ -f "$trace" ] || trace=trace
 gens=$(node -e 'import("./dist/sim/generators.js").then((m) => console.log(m.GENERATORS.join(",")))')
 node dist/cli.js simulate --tune --tune-inputs "$trace,$gens" --requests "${REQUESTS:-500}" \
-  --tune-scales "${SCALES:-1,2,3}" --tune-budget "${BUDGET:-30}" --seed "${SEED:-1}" --holdout all \
+  --tune-scales "${SCALES:-1,2,3}" --tune-budget "${BUDGET:-30}" --seed "${SEED:-1}" --tune-jobs "${JOBS:-2}" --holdout all \
   --json "$out/tune-defaults.json" > "$out/tune-defaults.txt"
 node -e '
 const fs = require("fs");
