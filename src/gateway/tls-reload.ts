@@ -25,9 +25,12 @@ export interface TlsReloadOptions {
   key: string;
   /** watch the files' directories (SIGHUP works either way) */
   watch: boolean;
-  /** serve new connections with the pair; throws when it cannot (nothing changed then) */
-  apply(pair: { cert: string; key: string }): void;
-  /** told of each attempt that found changed contents */
+  /**
+   * serve new connections with the pair; throws when it cannot (nothing changed then); resolves once no
+   * new connection gets the previous pair any more
+   */
+  apply(pair: { cert: string; key: string }): Promise<void>;
+  /** told of each attempt that found changed contents (of a success once it is complete: see apply) */
   onResult(result: 'reloaded' | 'failed', why: 'signal' | 'file_change', detail: { fingerprint?: string; error?: string }): void;
 }
 
@@ -72,15 +75,19 @@ export class TlsReloader {
     try {
       const now = contentsHash(this.opts.cert, this.opts.key);
       if (now !== undefined && now === this.served) return;
+      let complete: Promise<void>;
       try {
-        this.opts.apply({ cert: this.opts.cert, key: this.opts.key });
+        complete = this.opts.apply({ cert: this.opts.cert, key: this.opts.key });
       } catch (err) {
         if (now !== undefined) this.served = now; // the same broken pair is not retried until it changes again
         this.opts.onResult('failed', why, { error: err instanceof Error ? err.message : String(err) });
         return;
       }
       this.served = now ?? '';
-      this.opts.onResult('reloaded', why, { fingerprint: fingerprintOf(this.opts.cert) });
+      const fingerprint = fingerprintOf(this.opts.cert);
+      complete
+        .then(() => this.opts.onResult('reloaded', why, { fingerprint }))
+        .catch(() => undefined);
     } catch {
       // nothing thrown here may reach the signal or watch callback (the process would exit)
     }

@@ -211,9 +211,10 @@ export class Front {
    * Serves new connections with this certificate and key (a TLS front only): a new app with the same
    * routes listens on the same port beside the current one, whose listening socket is then closed.
    * Connections already open stay on the app that accepted them until they end. Throws, changing
-   * nothing, when the files are not a usable pair or the new app cannot listen.
+   * nothing, when the files are not a usable pair or the new app cannot listen. Resolves once the old
+   * listening socket is closed, i.e. once every new connection gets the new pair.
    */
-  reloadTls(tls: { cert: string; key: string }): void {
+  reloadTls(tls: { cert: string; key: string }): Promise<void> {
     if (!this.shared) throw new Error('reloadTls: this listener does not serve TLS');
     const app = this.sslApp(tls);
     for (const install of this.routes) install(app);
@@ -224,11 +225,15 @@ export class Front {
         if (s) socket = s;
       });
       if (socket === undefined) throw new Error(`listen.tls: the new certificate's listener could not join ${address.host}:${address.port}`);
-      this.retireSoon(this.socket);
+      const old = this.socket;
       this.socket = socket;
+      this.retired.push(this.app);
+      this.app = app;
+      return new Promise((resolve) => this.retireSoon(old, resolve));
     }
     this.retired.push(this.app);
     this.app = app;
+    return Promise.resolve();
   }
 
   /**
@@ -236,11 +241,11 @@ export class Front {
    * sockets meanwhile; the old app accepts what reached its queue (while the new context was being made,
    * the loop accepted nothing), where closing at once would reset those connections.
    */
-  private retireSoon(socket: us_listen_socket): void {
+  private retireSoon(socket: us_listen_socket, closed: () => void): void {
     this.retiring.add(socket);
     setTimeout(() => {
-      if (!this.retiring.delete(socket)) return;
-      this.uws.us_listen_socket_close(socket);
+      if (this.retiring.delete(socket)) this.uws.us_listen_socket_close(socket);
+      closed(); // closed here, or already by close()
     }, RETIRE_MS).unref();
   }
 
