@@ -1,13 +1,14 @@
 /** `infergate simulate`: argument parsing, output (table on stdout, JSON file), exit codes. */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENGINE_FLAG_OPTIONS, ENGINE_FLAGS_HELP, engineProfileFromFlags, type EngineProfile } from '../engine/index.js';
 import { ConfigError, formatProblems } from '../config/load.js';
 import { poolSettingsFromFile, type PoolSettings } from './config.js';
 import { GENERATORS, generateWorkload } from './generators.js';
 import { formatClasses, parsePriorityMix, withPriorities, type PriorityMix } from './priority.js';
-import { SIM_POLICIES, SIM_YARDSTICKS, checkPolicies, profileFor, runSimulation, scaleArrivals } from './simulate.js';
+import { SIM_POLICIES, SIM_YARDSTICKS, checkPolicies, runSimulation } from './simulate.js';
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
 import type { ReplicaOptions } from './router-policy.js';
@@ -15,7 +16,7 @@ import { sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
-import { tune } from './tune.js';
+import { formatTuneReport, tune, type TuneInput } from './tune.js';
 import type { SimRequest, SimResult } from './types.js';
 
 /** The trace shipped in the repository (native-bench/traces/README.md), the workload when none is named. */
@@ -71,9 +72,22 @@ Output:
   --html FILE               a self-contained HTML report: a verdict (which policy has the most goodput at
                             the first SLO), the figures with best/worst marked, the offered-TTFT CDF
   --targets                 check the routing-quality targets on each result
-  --tune                    search scorer weights and saturation thresholds for the lowest scored
-                            TTFT p99; print the gain and a YAML block to paste into a config
-  --tune-budget N           runs the search may use (default 40)
+  --tune                    search the scored policy's scorer weights for the most goodput at the first
+                            SLO (--slo-ttft, --slo-itl) over --tune-scales and --tune-inputs, choosing the
+                            weights with the smallest worst-case regret; prints a table per input and a
+                            YAML block to paste into a config (src/sim/README.md, "Tuning")
+  --tune-inputs A,B,...     what to tune on (default: the --trace/--generate workload): generator names,
+                            "trace" (the shipped trace) or Mooncake JSONL files; --requests applies to each
+  --tune-scales X,Y,...     the loads every input is run at (default: --rate-scale if given, else 1,2,3)
+  --holdout NAME|all        tune on every input but NAME and report NAME out of sample (the tuned weights'
+                            goodput there beside the defaults' and the best found by a search on it
+                            alone); all: leave each input out in turn, then tune on all of them
+  --tune-max-loss X         the minimax pick may give up a little on one input for a lot on another:
+                            weights more than this share (0.02 = 2%) below the defaults' goodput on any
+                            input tuned on are never chosen (0: never worse on any; default: no bound)
+  --tune-budget N           weight sets each search may evaluate, the defaults included (default 30);
+                            each costs one run per input and scale
+  --tune-jobs N             worker threads for those runs (default 1); the result does not depend on it
 `;
 
 class UsageError extends Error {}
@@ -142,7 +156,7 @@ function simulationReport(res: SimResult, offered: Map<string, Float64Array> | u
 /** `infergate simulate ARGS`; resolves to the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<number> {
   try {
-    return run(argv, io);
+    return await run(argv, io);
   } catch (e) {
     if (e instanceof UsageError) {
       io.err(`infergate simulate: ${e.message}\n\n${SIMULATE_HELP}`);
@@ -157,7 +171,7 @@ export async function simulateMain(argv: string[], io: SimIo = STDIO): Promise<n
   }
 }
 
-function run(argv: string[], io: SimIo): number {
+async function run(argv: string[], io: SimIo): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
@@ -190,6 +204,11 @@ function run(argv: string[], io: SimIo): number {
         targets: { type: 'boolean' },
         tune: { type: 'boolean' },
         'tune-budget': { type: 'string' },
+        'tune-inputs': { type: 'string' },
+        'tune-scales': { type: 'string' },
+        holdout: { type: 'string' },
+        'tune-max-loss': { type: 'string' },
+        'tune-jobs': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -271,31 +290,37 @@ function run(argv: string[], io: SimIo): number {
   const queue = queueLength > 0 ? { maxLength: queueLength, maxWaitMs: values['queue-max-wait'] === undefined ? 10_000 : duration(values['queue-max-wait'], 'queue-max-wait') } : undefined;
 
   if (values.tune) {
-    const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 40;
-    for (const scale of scales) {
-      const reqs = scale === 1 ? requests : scaleArrivals(requests, scale);
-      const t = tune({
-        requests: reqs,
-        endpoints,
-        profile: profileFor(reqs, profile),
-        pool,
-        seed,
-        budget,
-        log: (l) => io.err(`${l}\n`),
-      });
-      const res: SimResult = {
-        workload: { trace: label, requests: reqs.length, endpoints, seed, rate_scale: scale, engine: {} },
-        runs: [t.defaults.run, t.best.run],
-      };
-      io.out(formatTable(res));
-      io.out(
-        `tuned over ${t.evaluations} runs: scored TTFT p99 ${t.defaults.run.ttft_ms.p99} → ${t.best.run.ttft_ms.p99} ms ` +
-          `(${(t.gain * 100).toFixed(1)}% lower than the defaults; fitted to this traffic, check it on other traffic)\n` +
-          `paste into the pool's config:\n${t.yaml}`,
-      );
-      if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ ...res, tune: { gain: t.gain, evaluations: t.evaluations, settings: t.best.settings } }, null, 2) + '\n');
+    for (const flag of ['replicas', 'queue-max-length', 'priority-mix', 'html', 'targets'] as const) {
+      if (values[flag] !== undefined) throw new UsageError(`--tune runs one gateway's scored policy without a queue or classes; it does not take --${flag}`);
     }
-    io.out(TABLE_LEGEND);
+    const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 30;
+    const tuneScales = (list(values['tune-scales']) ?? list(values['rate-scale']) ?? ['1', '2', '3']).map((s) => num(s, 'tune-scales', { min: 1e-6 })!);
+    const inputs: TuneInput[] = [];
+    for (const name of list(values['tune-inputs']) ?? []) {
+      if ((GENERATORS as readonly string[]).includes(name)) {
+        inputs.push({ name, requests: generateWorkload(name, { seed, requests: limit, loras: profile.loras }) });
+      } else if (name === 'trace') {
+        inputs.push({ name: 'mooncake-first400', requests: loadTrace(DEFAULT_TRACE, limit) });
+      } else if (name.includes('/') || name.endsWith('.jsonl')) {
+        inputs.push({ name: basename(name).replace(/\.jsonl$/, ''), requests: loadTrace(name, limit) });
+      } else {
+        throw new UsageError(`--tune-inputs: "${name}" is neither a generator (${GENERATORS.join(', ')}), "trace", nor a .jsonl file`);
+      }
+    }
+    if (inputs.length === 0) inputs.push({ name: values.generate ?? (values.trace === undefined ? 'mooncake-first400' : basename(values.trace).replace(/\.jsonl$/, '')), requests });
+    const names = inputs.map((i) => i.name);
+    if (new Set(names).size !== names.length) throw new UsageError(`--tune-inputs names an input twice: ${names.join(', ')}`);
+    const holdout = values.holdout;
+    if (holdout !== undefined) {
+      if (holdout !== 'all' && !names.includes(holdout)) throw new UsageError(`--holdout ${holdout}: not one of the inputs (${names.join(', ')})`);
+      if (names.length < 2) throw new UsageError('--holdout needs at least two --tune-inputs');
+    }
+    const maxLoss = num(values['tune-max-loss'], 'tune-max-loss', { min: 0 });
+    if (maxLoss !== undefined && maxLoss > 1) throw new UsageError(`--tune-max-loss is a share between 0 and 1, not "${values['tune-max-loss']}"`);
+    const jobs = num(values['tune-jobs'], 'tune-jobs', { int: true, min: 1 }) ?? 1;
+    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, jobs, log: (l) => io.err(`${l}\n`) });
+    io.out(formatTuneReport(report));
+    if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ tune: report }, null, 2) + '\n');
     return 0;
   }
 

@@ -23,8 +23,9 @@ export {
 } from './trace.js';
 export { checkTargets, formatTargets } from './targets.js';
 export type { TargetReport, TargetCheck } from './targets.js';
-export { tune } from './tune.js';
-export type { TuneOptions, TuneResult } from './tune.js';
+export { tune, formatTuneReport, OUT_OF_SAMPLE_RULE } from './tune.js';
+export { minimaxPick, regrets, admissible } from './tune-objective.js';
+export type { TuneOptions, TuneReport, TuneInput, InputFigures, HoldoutFigures } from './tune.js';
 export { formatTable } from './table.js';
 export { simConfig, poolSettingsFromFile, SIM_MODEL, SIM_POOL } from './config.js';
 export type { PoolSettings } from './config.js';

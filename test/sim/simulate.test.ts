@@ -114,15 +114,6 @@ t.test('CLI: usage errors exit 2, help exits 0', async (t) => {
   t.match(out, /Usage: infergate simulate/);
 });
 
-t.test('--tune: never worse than the defaults, prints a scoring block', async (t) => {
-  let out = '';
-  const io = { out: (s: string) => void (out += s), err: () => {} };
-  t.equal(await simulateMain(['--generate', 'shared-prefix', '--requests', '120', '--rate-scale', '2', '--endpoints', '4', '--tune', '--tune-budget', '3'], io), 0);
-  t.match(out, /scoring:\n  prefix: [\d.]+\n  queue: /);
-  const m = /TTFT p99 ([\d.]+) → ([\d.]+) ms/.exec(out);
-  t.ok(m && Number(m[2]) <= Number(m[1]), 'tuned p99 ≤ default p99');
-});
-
 t.test('--slo-ttft/--slo-itl give the offered-request figures; --html writes the report', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'infergate-sim-'));
   const json = join(dir, 'r.json');

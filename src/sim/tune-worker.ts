@@ -1,0 +1,12 @@
+/** A worker thread of the tuner's pool (tune-pool.ts): runs the tasks it is sent, answers with figures. */
+import { parentPort, workerData } from 'node:worker_threads';
+import { LocalRunner, type RunSetup, type RunTask } from './tune-pool.js';
+
+const runner = new LocalRunner(workerData as RunSetup);
+parentPort!.on('message', (m: { id: number; task: RunTask }) => {
+  try {
+    parentPort!.postMessage({ id: m.id, figures: runner.run(m.task) });
+  } catch (e) {
+    parentPort!.postMessage({ id: m.id, error: (e as Error).message });
+  }
+});
