@@ -6,7 +6,7 @@ import type { Scorer } from './scorer.js';
 
 export const queueScorer: Scorer<'queue'> = {
   name: 'queue',
-  defaultWeight: 0,
+  defaultWeight: 2,
   appliesTo: null,
   score(t, w, sum) {
     const n = t.n;
