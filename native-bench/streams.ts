@@ -553,8 +553,9 @@ export async function runStreams(opts: Map<string, string>): Promise<void> {
           } else if (t === 'infergate') {
             gw = await startGateway({
               dir, model: UPSTREAM_MODEL, endpoints: [`127.0.0.1:${upPort}`], policy: 'round_robin',
-              // one endpoint holding S streams: the in-flight count is not a saturation signal here
-              pool: { saturation: { queue_depth: 1_000_000, kv_cache: 1 } },
+              // one endpoint holding S streams: neither the in-flight count nor the time to a first byte (the
+              // generator opening S streams at once) is a saturation signal for a relay benchmark
+              pool: { saturation: { queue_depth: 1_000_000, kv_cache: 1, max_prefill_backlog: '0s' } },
               nodeArgs: doProfile ? ['--cpu-prof', '--cpu-prof-dir', path.join(dir, `prof-${S}`)] : [],
             });
             const pid = gw.proc.child.pid!;

@@ -47,11 +47,37 @@ interface ExportValue {
   metricName: string;
 }
 
-export class FastHistogram<L extends string = string> {
+/** The label sets of one fast metric, each with its series, found by the label values in `labelNames` order. */
+abstract class SeriesFamily<S> {
+  abstract readonly name: string;
+  abstract readonly labelNames: readonly string[];
+  protected readonly bySeries = new Map<string, S>();
+  protected abstract makeSeries(labels: Record<string, string>): S;
+
+  /** The series of one label set, values in `labelNames` order (keep it: this lookup is the slow part). */
+  labels(...values: string[]): S {
+    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
+    const key = values.join('\0');
+    let s = this.bySeries.get(key);
+    if (!s) {
+      const labels: Record<string, string> = {};
+      this.labelNames.forEach((n, i) => (labels[n] = values[i]));
+      s = this.makeSeries(labels);
+      this.bySeries.set(key, s);
+    }
+    return s;
+  }
+
+  /** Drops one label set's series (values in `labelNames` order); a series kept by a caller is orphaned. */
+  remove(...values: string[]): void {
+    this.bySeries.delete(values.join('\0'));
+  }
+}
+
+export class FastHistogram<L extends string = string> extends SeriesFamily<HistogramSeries> {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
   private readonly bounds: Float64Array;
-  private readonly bySeries = new Map<string, HistogramSeries>();
 
   constructor(
     readonly name: string,
@@ -60,6 +86,7 @@ export class FastHistogram<L extends string = string> {
     buckets: readonly number[],
     registers: Registry[],
   ) {
+    super();
     const sorted = [...new Set(buckets)].sort((a, b) => a - b);
     if (sorted.some((b) => !Number.isFinite(b))) throw new Error(`${name}: buckets must be finite numbers`);
     this.bounds = Float64Array.from(sorted);
@@ -67,27 +94,12 @@ export class FastHistogram<L extends string = string> {
     for (const r of registers) r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
-  /** The series of one label set, values in `labelNames` order (keep it: this lookup is the slow part). */
-  labels(...values: string[]): HistogramSeries {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
-    const key = values.join('\0');
-    let s = this.bySeries.get(key);
-    if (!s) {
-      const labels: Record<string, string> = {};
-      this.labelNames.forEach((n, i) => (labels[n] = values[i]));
-      s = new HistogramSeries(this.bounds, labels);
-      this.bySeries.set(key, s);
-    }
-    return s;
+  protected makeSeries(labels: Record<string, string>): HistogramSeries {
+    return new HistogramSeries(this.bounds, labels);
   }
 
   reset(): void {
     for (const s of this.bySeries.values()) s.reset();
-  }
-
-  /** Drops one label set's series (values in `labelNames` order); a HistogramSeries kept by a caller is orphaned. */
-  remove(...values: string[]): void {
-    this.bySeries.delete(values.join('\0'));
   }
 
   /** prom-client's JSON shape (getMetricsAsJSON): each value's labels are `le` (buckets) and the series' labels. */
@@ -135,10 +147,9 @@ export class CounterSeries {
  * (about 3% of the gateway's busy time on small JSON with four counters per request). Here the caller keeps
  * the series and inc() is one addition.
  */
-export class FastCounter<L extends string = string> {
+export class FastCounter<L extends string = string> extends SeriesFamily<CounterSeries> {
   readonly type = 'counter';
   readonly aggregator = 'sum';
-  private readonly bySeries = new Map<string, CounterSeries>();
 
   constructor(
     /** (prom-client's registry renames a counter for OpenMetrics output, so not readonly) */
@@ -147,31 +158,17 @@ export class FastCounter<L extends string = string> {
     readonly labelNames: readonly L[],
     registers: Registry[],
   ) {
+    super();
     for (const r of registers) r.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
-  /** The series of one label set, values in `labelNames` order (keep it: this lookup is the slow part). */
-  labels(...values: string[]): CounterSeries {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name}: expected ${this.labelNames.length} label values`);
-    const key = values.join('\0');
-    let s = this.bySeries.get(key);
-    if (!s) {
-      const labels: Record<string, string> = {};
-      this.labelNames.forEach((n, i) => (labels[n] = values[i]));
-      s = new CounterSeries(labels);
-      this.bySeries.set(key, s);
-    }
-    return s;
+  protected makeSeries(labels: Record<string, string>): CounterSeries {
+    return new CounterSeries(labels);
   }
 
   /** Zeroes every series (prom-client's drops them; here callers keep their series, which must stay live). */
   reset(): void {
     for (const s of this.bySeries.values()) s.value = 0;
-  }
-
-  /** Drops one label set's series (values in `labelNames` order); a CounterSeries kept by a caller is orphaned. */
-  remove(...values: string[]): void {
-    this.bySeries.delete(values.join('\0'));
   }
 
   /** prom-client's shape for a counter (getMetricsAsJSON and the text format). */
