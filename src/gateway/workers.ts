@@ -26,9 +26,10 @@
  *   minimum once a worker has served RESTART_RESET_MS), logged and counted; if restarted workers die before
  *   they listen MAX_START_FAILURES times in a row, the parent stops the others and exits 1.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
+import * as sea from 'node:sea';
 import client from 'prom-client';
 import { request } from 'undici';
 import type { Config } from '../config/schema.js';
@@ -223,12 +224,15 @@ class Parent {
   /** Forks worker `id`; resolves 'ready' once it listens, or how it ended if it exited first. */
   private startWorker(id: number): Promise<'ready' | string> {
     return new Promise((resolve) => {
-      const child = fork(process.argv[1], ['serve', '--config', this.file], {
+      const args = ['serve', '--config', this.file];
+      const options = {
         env: { ...process.env, [WORKER_ID_ENV]: String(id), [WORKER_PORT_ENV]: String(this.port) },
-        execArgv: process.execArgv,
-        serialization: 'advanced',
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      });
+        serialization: 'advanced' as const,
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ['ignore', 'inherit', 'inherit', 'ipc'],
+      };
+      // The single executable is its own entry point: it is started with the command alone (fork would
+      // give it a script path as its first argument, and Node options it does not read).
+      const child = sea.isSea() ? spawn(process.execPath, args, options) : fork(process.argv[1], args, { ...options, execArgv: process.execArgv });
       const w: Worker = { id, child, state: 'starting', startedAt: Date.now(), relaying: 0 };
       this.workers.set(id, w);
       let settled = false;

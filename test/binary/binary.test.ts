@@ -73,6 +73,26 @@ t.test('serve: a streamed chat completion through the binary, then SIGTERM', asy
   t.same(readdirSync(tmp), [], 'no temporary file left after exit');
 });
 
+t.test('serve --workers 2: the binary starts its workers from itself', async (t) => {
+  const mocks = await startMocks(1, ['--model', 'test-model']);
+  t.teardown(() => mocks.kill());
+  writeFileSync(join(dir, 'gateway-workers.yaml'), stringify(gatewayConfig(mocks.endpoints)));
+  const gw = runBinary(['serve', '--config', 'gateway-workers.yaml', '--workers', '2']);
+  t.teardown(() => gw.kill('SIGKILL'));
+  const [, url] = await gw.waitFor(/^listening on (\S+)$/m);
+  const [, adminUrl] = await gw.waitFor(/^admin listening on (\S+)$/m);
+  const list = (await (await fetch(`${adminUrl}/debug/workers`)).json()) as { workers: Array<{ worker: number; state: string }> };
+  t.same(list.workers.map((w) => [w.worker, w.state]), [[1, 'ready'], [2, 'ready']], '/debug/workers lists both, ready');
+  for (let i = 0; i < 4; i++) {
+    const r = await chat(url, { model: 'test-model', stream: true, messages: [{ role: 'user', content: `hello ${i}` }] });
+    t.equal(r.status, 200, `request ${i + 1}: status 200`);
+    t.ok(r.complete, `request ${i + 1}: the stream ended with data: [DONE]`);
+  }
+  t.equal(metric(await scrape(adminUrl), 'infergate_requests_total', { model: 'test-model', code: '200' }), 4, 'the parent sums its workers\' counts');
+  t.equal(await gw.kill('SIGTERM'), 0, 'SIGTERM: the workers drain and the parent exits 0');
+  t.same(readdirSync(tmp), [], 'no temporary file left by any worker');
+});
+
 t.test('where the uWS binary cannot be written, serve exits 1 and says why', async (t) => {
   const missing = join(dir, 'no-such-dir');
   const gw = runCli(['serve', '--config', 'gateway.yaml'], {}, (nodeArgs) =>
