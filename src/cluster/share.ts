@@ -12,20 +12,16 @@
  * reconnects by itself (every 50 ms to 1 s) and resubscribes, and sharing resumes. What was learned while
  * Redis was away is not sent later (stale knowledge is worth little; the index relearns from traffic).
  *
- * Bounds: a batch holds at most MAX_RECORDS picks and MAX_BATCH_HASHES hashes (more in one turn are
- * dropped); at most MAX_OUTSTANDING
- * publishes wait for Redis's answer at once (past that Redis is behind and the batch is dropped); each
- * publish times out after PUBLISH_TIMEOUT_MS.
+ * Bounds (batcher.ts, shared with the IPC share): a batch holds at most MAX_RECORDS picks and
+ * MAX_BATCH_HASHES hashes (more in one turn are dropped); at most MAX_OUTSTANDING publishes wait for Redis's
+ * answer at once (past that Redis is behind and the batch is dropped); each publish times out after
+ * PUBLISH_TIMEOUT_MS.
  */
-import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { decode, encode, MAX_HASHES, MAX_RECORDS, nameFits, SENDER_BYTES, type Learned } from './codec.js';
+import { PickBatcher, type Direction, type Result } from './batcher.js';
 
-/** publishes sent and not yet answered, at most */
-export const MAX_OUTSTANDING = 32;
+export { MAX_BATCH_HASHES, MAX_OUTSTANDING, type Direction, type Result } from './batcher.js';
 export const PUBLISH_TIMEOUT_MS = 1000;
-/** hashes a batch holds in all, at most (1 MiB of them): a turn that learned more drops the rest */
-export const MAX_BATCH_HASHES = 262_144;
 /** the Redis-away warning is logged at most this often */
 const DOWN_LOG_INTERVAL_MS = 60_000;
 
@@ -33,10 +29,6 @@ export interface ClusterOptions {
   url: string;
   channel: string;
 }
-
-export type Direction = 'sent' | 'received';
-/** ok: sent or applied; dropped: not sent (Redis away or behind, batch full); invalid: a malformed message; error: the publish failed */
-export type Result = 'ok' | 'dropped' | 'invalid' | 'error';
 
 export interface ClusterHooks {
   /** what another replica learned: apply it to this gateway's index */
@@ -51,12 +43,8 @@ export interface ClusterHooks {
 export class ClusterShare {
   private readonly pub: Redis;
   private readonly sub: Redis;
-  /** this process's id in every batch it sends (its own batches come back from the channel: skipped) */
-  private readonly sender = randomBytes(SENDER_BYTES);
-  private queue: Learned[] = [];
-  private queuedHashes = 0;
-  private flushScheduled = false;
-  private outstanding = 0;
+  /** batches of learned picks; this process's own come back from the channel and are skipped there */
+  private readonly batcher: PickBatcher;
   private up = false;
   private subscribed = false;
   private lastDownLog = 0;
@@ -67,6 +55,19 @@ export class ClusterShare {
     private readonly opts: ClusterOptions,
     private readonly hooks: ClusterHooks,
   ) {
+    this.batcher = new PickBatcher(
+      {
+        ready: () => this.connected,
+        send: (bytes, done) => {
+          this.pub.publish(opts.channel, bytes).then(
+            () => done(null),
+            (err: Error) => done(err),
+          );
+        },
+        trouble: (err) => this.check(err),
+      },
+      (direction, result, n) => hooks.count(direction, result, n),
+    );
     const common = {
       maxRetriesPerRequest: 0,
       connectTimeout: 2000,
@@ -85,7 +86,7 @@ export class ClusterShare {
         (err: Error) => this.check(err),
       );
     });
-    this.sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.received(message));
+    this.sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.batcher.received(message, (p, e, h) => hooks.apply(p, e, h)));
     this.pub.on('ready', () => this.check());
     for (const c of [this.pub, this.sub]) {
       c.on('close', () => {
@@ -102,83 +103,9 @@ export class ClusterShare {
     return this.subscribed && this.pub.status === 'ready' && this.sub.status === 'ready';
   }
 
-  /**
-   * A pick this gateway learned (Router onLearn). `chain` is the router's reused buffer: its first
-   * `totalBlocks` entries are copied. Never throws, never waits.
-   */
+  /** A pick this gateway learned (Router onLearn): batched (batcher.ts). Never throws, never waits. */
   learned(pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number): void {
-    if (this.closed) return;
-    const n = Math.min(totalBlocks, chain.length, MAX_HASHES);
-    if (n <= 0) return;
-    if (
-      !this.connected ||
-      this.queue.length >= MAX_RECORDS ||
-      this.queuedHashes + n > MAX_BATCH_HASHES ||
-      !nameFits(pool) ||
-      !nameFits(endpoint)
-    ) {
-      this.hooks.count('sent', 'dropped', 1);
-      return;
-    }
-    const hashes = new Uint32Array(n);
-    for (let i = 0; i < n; i++) hashes[i] = chain[i] >>> 0;
-    this.queue.push({ pool, endpoint, hashes });
-    this.queuedHashes += n;
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(() => this.flush());
-    }
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    const batch = this.queue;
-    this.queue = [];
-    this.queuedHashes = 0;
-    if (batch.length === 0) return;
-    if (!this.connected || this.outstanding >= MAX_OUTSTANDING) {
-      this.hooks.count('sent', 'dropped', batch.length);
-      return;
-    }
-    let bytes: Buffer;
-    try {
-      bytes = encode(this.sender, batch);
-    } catch {
-      this.hooks.count('sent', 'dropped', batch.length);
-      return;
-    }
-    this.outstanding++;
-    this.pub.publish(this.opts.channel, bytes).then(
-      () => {
-        this.outstanding--;
-        this.hooks.count('sent', 'ok', batch.length);
-      },
-      (err: Error) => {
-        this.outstanding--;
-        this.hooks.count('sent', 'error', batch.length);
-        this.check(err);
-      },
-    );
-  }
-
-  private received(message: Buffer): void {
-    let batch;
-    try {
-      batch = decode(message);
-    } catch {
-      this.hooks.count('received', 'invalid', 1);
-      return;
-    }
-    if (batch.sender.equals(this.sender)) return; // our own, back from the channel
-    for (const r of batch.records) {
-      try {
-        this.hooks.apply(r.pool, r.endpoint, r.hashes);
-      } catch {
-        this.hooks.count('received', 'invalid', 1);
-        continue;
-      }
-      this.hooks.count('received', 'ok', 1);
-    }
+    if (!this.closed) this.batcher.learned(pool, endpoint, chain, totalBlocks);
   }
 
   /** Re-reads the connections' state: the gauge, and the log lines (down at most once a minute; back once). */
@@ -208,7 +135,7 @@ export class ClusterShare {
 
   close(): void {
     this.closed = true;
-    this.queue = [];
+    this.batcher.close();
     this.pub.disconnect();
     this.sub.disconnect();
   }

@@ -179,7 +179,8 @@ export class CandidateTable {
         freshCount++;
       }
       if (running < minRunning) minRunning = running;
-      if (st.inFlight < minInFlight) minInFlight = st.inFlight;
+      const inFlight = st.inFlight + st.remoteInFlight;
+      if (inFlight < minInFlight) minInFlight = inFlight;
       if (cost < minCost) minCost = cost;
       if (credited < minCredited) minCredited = credited;
       if (ahead < minAhead) minAhead = ahead;

@@ -15,6 +15,11 @@ export class EndpointState {
   /** bumps on every updateSignals; tickets dispatched in the current epoch are not in the metrics yet */
   epoch = 0;
   inFlight = 0;
+  /**
+   * requests other gateway replicas have in flight here, as last heard (PoolRouter.setRemoteInFlight; only
+   * the simulator's `--share events+inflight` sets it, else 0): the load scorer counts them with ours
+   */
+  remoteInFlight = 0;
   /** dispatched, no first byte yet */
   pending = 0;
   /** uncached prompt tokens of the pending requests */

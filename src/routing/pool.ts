@@ -136,6 +136,16 @@ export class PoolRouter implements TicketOwner {
     this.idx.insert(chain, st.id, now, Math.min(totalBlocks, chain.length));
   }
 
+  /**
+   * Requests the other replicas have in flight on `endpoint`, summed, as the caller last heard of them (the
+   * simulator's `--share events+inflight`). The load scorer adds them to this router's own count; an
+   * endpoint this pool does not list is ignored, and anything not a finite count above 0 reads as 0.
+   */
+  setRemoteInFlight(endpoint: string, n: number): void {
+    const st = this.byName.get(endpoint);
+    if (st !== undefined) st.remoteInFlight = Number.isFinite(n) && n > 0 ? n : 0;
+  }
+
   private newIndex(cfg: PoolOptions): PrefixIndex {
     const t = this.tuning;
     const stride = t.indexStride > 0 ? t.indexStride : Math.max(1, Math.floor(t.indexGrainChars / cfg.prefix.block_chars));

@@ -127,6 +127,11 @@ export class Router {
     this.poolMap.get(pool)?.learnRemote(endpoint, chain, totalBlocks, now);
   }
 
+  /** What the other replicas have in flight on an endpoint of the named pool (PoolRouter.setRemoteInFlight). */
+  setRemoteInFlight(pool: string, endpoint: string, n: number): void {
+    this.poolMap.get(pool)?.setRemoteInFlight(endpoint, n);
+  }
+
   onFirstByte(t: Ticket, now: number): void {
     (t as { owner?: PoolRouter | null }).owner?.onFirstByte(t, now);
   }

@@ -11,7 +11,7 @@ import { formatClasses, parsePriorityMix, withPriorities, type PriorityMix } fro
 import { SIM_POLICIES, SIM_YARDSTICKS, checkPolicies, runSimulation } from './simulate.js';
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
-import type { ReplicaOptions } from './router-policy.js';
+import { REPLICA_SHARES, type ReplicaOptions, type ReplicaShare } from './router-policy.js';
 import { sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
@@ -57,9 +57,14 @@ Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
 Replicas (several gateways, each with its own router, behind a client-side spread; not the oracle):
   --replicas N              gateway replicas (default 1)
-  --share none|events       none: each learns only its own picks (default); events: every learned pick
-                            reaches the other replicas after --share-delay-ms
-  --share-delay-ms D        virtual ms before the others apply a replica's pick (default 5)
+  --share none|events|events+inflight
+                            none: each learns only its own picks (default); events: every learned pick
+                            reaches the other replicas after --share-delay-ms; events+inflight: that, and
+                            each replica's count of requests in flight per endpoint too, which the others'
+                            load scorer adds to their own
+  --share-delay-ms D        virtual ms before the others apply a replica's pick or count (default 5)
+  --share-inflight-period-ms P   with events+inflight: counts go out at the end of every P virtual ms, as
+                            a periodic publisher sends them (default 0: at every change)
   --spread round_robin|random   how requests are spread over replicas (default round_robin)
 Yardstick:
   --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 2s): a request meets an SLO
@@ -196,6 +201,7 @@ async function run(argv: string[], io: SimIo): Promise<number> {
         replicas: { type: 'string' },
         share: { type: 'string' },
         'share-delay-ms': { type: 'string' },
+        'share-inflight-period-ms': { type: 'string' },
         spread: { type: 'string' },
         'slo-ttft': { type: 'string' },
         'slo-itl': { type: 'string' },
@@ -244,13 +250,14 @@ async function run(argv: string[], io: SimIo): Promise<number> {
   }
 
   const share = values.share ?? 'none';
-  if (share !== 'none' && share !== 'events') throw new UsageError(`--share must be none or events, not "${share}"`);
+  if (!(REPLICA_SHARES as readonly string[]).includes(share)) throw new UsageError(`--share must be one of ${REPLICA_SHARES.join(', ')}, not "${share}"`);
   const spread = values.spread ?? 'round_robin';
   if (spread !== 'round_robin' && spread !== 'random') throw new UsageError(`--spread must be round_robin or random, not "${spread}"`);
   const replicas: ReplicaOptions = {
     replicas: num(values.replicas, 'replicas', { int: true, min: 1 }) ?? 1,
-    share,
+    share: share as ReplicaShare,
     shareDelayMs: num(values['share-delay-ms'], 'share-delay-ms', { min: 0 }) ?? 5,
+    inflightPeriodMs: num(values['share-inflight-period-ms'], 'share-inflight-period-ms', { min: 0 }) ?? 0,
     spread,
   };
 

@@ -119,7 +119,13 @@ export function runSimulation(opts: SimulationOptions): SimResult {
       seed,
       rate_scale: rateScale,
       ...(opts.replicas && opts.replicas.replicas > 1
-        ? { replicas: opts.replicas.replicas, share: opts.replicas.share, share_delay_ms: opts.replicas.shareDelayMs, spread: opts.replicas.spread }
+        ? {
+            replicas: opts.replicas.replicas,
+            share: opts.replicas.share,
+            share_delay_ms: opts.replicas.shareDelayMs,
+            ...(opts.replicas.share === 'events+inflight' ? { inflight_period_ms: opts.replicas.inflightPeriodMs ?? 0 } : {}),
+            spread: opts.replicas.spread,
+          }
         : {}),
       ...(opts.priorityMix ? { priority_mix: opts.priorityMix as Record<'critical' | 'standard' | 'sheddable', number> } : {}),
       ...(opts.queue && opts.queue.maxLength > 0 ? { queue: { max_length: opts.queue.maxLength, max_wait_ms: opts.queue.maxWaitMs } } : {}),

@@ -30,7 +30,7 @@ function ms(x: number): string {
 
 export function formatTable(res: SimResult): string {
   const w = res.workload;
-  const reps = w.replicas && w.replicas > 1 ? `, ${w.replicas} gateway replicas (${w.spread}, share ${w.share}${w.share === 'events' ? ` after ${w.share_delay_ms} ms` : ''})` : '';
+  const reps = w.replicas && w.replicas > 1 ? `, ${w.replicas} gateway replicas (${w.spread}, share ${w.share}${w.share !== 'none' ? ` after ${w.share_delay_ms} ms` : ''}${w.inflight_period_ms ? `, in-flight every ${w.inflight_period_ms} ms` : ''})` : '';
   const head = `${w.trace}: ${w.requests} requests, ${w.endpoints} endpoints${reps}, rate x${w.rate_scale}, seed ${w.seed} (times in ms)`;
   const rows = [COLS.map((c) => c[0]), ...res.runs.map((r) => COLS.map((c) => c[1](r)))];
   const widths = COLS.map((_, j) => Math.max(...rows.map((row) => row[j].length)));

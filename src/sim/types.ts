@@ -74,8 +74,10 @@ export interface SimResult {
     rate_scale: number;
     /** with several gateway replicas (simulate --replicas N > 1) */
     replicas?: number;
-    share?: 'none' | 'events';
+    share?: 'none' | 'events' | 'events+inflight';
     share_delay_ms?: number;
+    /** share events+inflight: in-flight counts sent at the end of each period of this many ms (0: every change) */
+    inflight_period_ms?: number;
     spread?: 'round_robin' | 'random';
     /** the classes' shares (--priority-mix) and the gateway's wait queue (--queue-max-length, --queue-max-wait) */
     priority_mix?: Record<PriorityClass, number>;
