@@ -415,7 +415,8 @@ const pool = z.strictObject({
       /** Waiting requests at which an endpoint counts as saturated; 0 turns this test off. Waiting is the
        *  scraped queue plus, of the requests sent since, those beyond max_num_seqs' free seats (256 when
        *  unset: vLLM's default) or late for their first byte (routing/saturation.ts), never the mere count
-       *  in flight. */
+       *  in flight. Where max_prefill_backlog can judge an endpoint, only requests beyond its seats or late
+       *  beyond their expected prefill count: the backlog weighs a prefill queue. */
       queue_depth: z.number().min(0).default(5).describe('Waiting requests at which an endpoint counts as saturated (a count; 0 turns this test off).'),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
       kv_cache: z.number().min(0).max(1).default(0.8).describe('KV-cache use, from 0 to 1, at which an endpoint counts as saturated (0 turns this test off).'),

@@ -155,7 +155,7 @@ export class CandidateTable {
       // a wait in token equivalents, never at less than the assumed prefill speed: one slow first token (a
       // tiny prompt whose time is all floor, an adapter load) must not make every later wait here look free
       if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
-      const q = queued(st, fresh, now, t);
+      const q = queued(st, fresh, now, t, maxBacklog);
       const saturated = isSaturated(q, fresh, kv, qd, kvT);
       // over the backlog bound: counts for the pool's refusal, but stays a candidate while another is under
       // it (its cost carries the backlog, weighed against what its cached prefix saves)

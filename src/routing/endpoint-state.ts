@@ -82,6 +82,12 @@ export const ENDED = 2;
 export class PoolTicket implements Ticket {
   phase = PENDING;
   firstByteAt = 0;
+  /**
+   * when the picker could tell (a prefill speed observed on the endpoint): the time its first byte was
+   * expected to take at pick, the prefill work ahead of it and its own uncached prompt at that speed (ms);
+   * 0 otherwise. Saturation's overdue rule gives the request this much on top (saturation.ts `overdue`)
+   */
+  expectMs = 0;
   /** the LoRA adapter requested, or null for a base-model request */
   adapter: string | null = null;
   constructor(

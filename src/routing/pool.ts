@@ -296,6 +296,8 @@ export class PoolRouter implements TicketOwner {
 
     const ticket = new PoolTicket(st.name, this.name, st, table.uncachedAt(chosen), st.epoch, now, opts.dryRun ? null : this);
     if (table.adapter !== null) ticket.adapter = table.adapter;
+    // how long its first byte should take here: the prefill ahead and its own, at the observed speed (0: unknown)
+    ticket.expectMs = table.backlogMs[chosen] + prefillBacklogMs(st, ticket.tokens);
     if (opts.dryRun) {
       ticket.phase = ENDED;
       return { kind: 'ok', endpoint: st.name, ticket, explain };
@@ -350,7 +352,7 @@ export class PoolRouter implements TicketOwner {
     endpoints: DebugEndpoint[];
   } {
     this.learn();
-    const { queue_depth: qd, kv_cache: kvT } = this.cfg.saturation;
+    const { queue_depth: qd, kv_cache: kvT, max_prefill_backlog: maxBacklog } = this.cfg.saturation;
     return {
       policy: this.cfg.policy,
       index: this.idx.stats(),
@@ -362,7 +364,7 @@ export class PoolRouter implements TicketOwner {
       endpoints: this.states.map((st) => {
         const fresh = isFresh(st, now, this.cfg.metrics.stale_after);
         const waiting = waitingEstimate(st, fresh);
-        const q = queued(st, fresh, now, this.tuning);
+        const q = queued(st, fresh, now, this.tuning, maxBacklog);
         const backlog = prefillBacklogMs(st, prefillAheadTokens(st, fresh, now, this.tuning));
         const saturated = isSaturated(q, fresh, fresh ? st.sig!.kvUsage : NaN, qd, kvT);
         const ejected = st.ejectedUntil > now;

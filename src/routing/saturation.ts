@@ -26,6 +26,20 @@
  *   is queued somewhere.
  * The scraped queue counts as it is. Without fresh metrics the same two tests apply to all our pending
  * requests (in flight beyond the capacity; pending past the TTFT).
+ *
+ * Once the backlog bound can judge an endpoint (it is on and a prefill speed has been observed there,
+ * `backlogJudges`), the queue test leaves it the queues that form for prefill and counts only what the
+ * backlog cannot see. A scraped queue beside free seats waits for the step's token budget, taken by the
+ * prefills ahead: that is the backlog's measure, which weighs each request by its uncached work, where a
+ * count does not (a burst of requests on one cached 16k-token prefix showed a queue of five on every
+ * endpoint for the second the first prefill took, and was refused). So the count there is
+ * - the requests beyond the batch's seats: the scraped running and waiting plus ours sent since, less the
+ *   capacity (a small batch, `max_num_seqs` 16, fills its seats while its prefill backlog stays short: these
+ *   wait for sequences to end, which no prefill figure shows), or
+ * - those of ours late for their first byte by more than the overdue time above *plus* the prefill they
+ *   were expected to wait for at pick (the ticket's `expectMs`): still evidence of an endpoint that stalls,
+ *   no longer of one that is merely working through what the picker sent it,
+ * whichever is more.
  */
 import type { CandidateTable } from './candidates.js';
 import { PENDING, type EndpointState } from './endpoint-state.js';
@@ -48,28 +62,50 @@ export function prefillBacklogMs(st: EndpointState, prefillTokens: number): numb
 const OVERDUE_LIMIT = 4096;
 
 /**
- * Requests waiting on an endpoint, on evidence: the scraped queue (fresh metrics), plus those of our
+ * Whether the prefill-backlog bound judges `st`'s queue: the bound is on (`maxBacklog` > 0) and a prefill
+ * speed has been observed there, so the work ahead has a figure in time. A queue that forms for prefill is
+ * then the bound's to weigh (a queue of requests whose prompts are cached is little work), and the queue
+ * test counts only what the backlog cannot see: requests beyond the batch's seats, and requests late by
+ * more than their own expected prefill.
+ */
+export function backlogJudges(st: EndpointState, maxBacklog: number): boolean {
+  return maxBacklog > 0 && st.prefillMs > 0 && st.prefillTok > 0;
+}
+
+/**
+ * Requests waiting on an endpoint, on evidence. Where the backlog bound judges the endpoint
+ * (`backlogJudges`): those beyond the batch's seats (the scraped running and waiting plus ours sent since,
+ * less the capacity), or those of ours late for their first byte beyond their expected prefill, whichever is
+ * more. Otherwise (bound off, or no speed observed yet): the scraped queue (fresh metrics), plus those of our
  * requests the scrape could not see that are beyond the free batch seats or overdue, whichever is more.
  */
-export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning): number {
+export function queued(st: EndpointState, fresh: boolean, now: number, t: Tuning, maxBacklog: number): number {
   const cap = st.capacity !== Infinity ? st.capacity : t.assumedBatchCapacity > 0 ? t.assumedBatchCapacity : Infinity;
+  const judged = backlogJudges(st, maxBacklog);
   if (fresh) {
     const s = st.sig!;
+    if (judged) {
+      const seats = cap === Infinity ? 0 : Math.max(0, s.running + s.waiting + st.liveSinceScrape - cap);
+      return Math.max(seats, overdue(st, now, t, false, true));
+    }
     // seats the scrape showed free; our requests sent since (running or not) take them first
     const free = cap === Infinity ? Infinity : Math.max(0, cap - s.running - s.waiting);
     const beyond = st.liveSinceScrape > free ? st.liveSinceScrape - free : 0;
-    return s.waiting + Math.max(beyond, overdue(st, now, t, true));
+    return s.waiting + Math.max(beyond, overdue(st, now, t, true, false));
   }
   const beyond = cap !== Infinity && st.inFlight > cap ? st.inFlight - cap : 0;
-  return Math.max(beyond, overdue(st, now, t, false));
+  return Math.max(beyond, overdue(st, now, t, false, judged));
 }
 
 /**
  * Our requests (with `sinceScrape`: only those dispatched since the last scrape) still without a first
- * byte after more than the endpoint's recent TTFT × overdueTtftFactor. Walks the dispatch-ordered queue from its oldest entry,
- * dropping the head entries that are no longer pending, and stops at the first one not yet overdue.
+ * byte after more than the endpoint's recent TTFT × overdueTtftFactor (at least overdueMinMs), and with
+ * `ownPrefill` also more than the time their first byte was expected to take at pick (the ticket's
+ * `expectMs`: a request behind a long prefill the picker knew of is not late for waiting its turn). Walks the
+ * dispatch-ordered queue from its oldest entry, dropping the head entries that are no longer pending, and
+ * stops at the first one not yet overdue.
  */
-export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: boolean): number {
+export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: boolean, ownPrefill = false): number {
   if (st.pending === 0) return 0;
   const q = st.pendingQ;
   let h = st.pendingHead;
@@ -86,7 +122,7 @@ export function overdue(st: EndpointState, now: number, t: Tuning, sinceScrape: 
   let n = 0;
   for (let i = h; i < q.length && n < OVERDUE_LIMIT; i++) {
     const tk = q[i];
-    if (tk.at >= limit) break;
+    if (tk.at + (ownPrefill ? tk.expectMs : 0) >= limit) break;
     if (tk.phase === PENDING && (!sinceScrape || tk.epoch === st.epoch)) n++;
   }
   return n;
