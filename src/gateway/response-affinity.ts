@@ -82,6 +82,8 @@ export function previousResponseId(body: Record<string, unknown>): string | unde
 
 /** How far into an answer the id is looked for (it comes first in vLLM's and OpenAI's answers). */
 const MAX_SCAN_BYTES = 1 << 20;
+/** The deepest nesting followed (the id is at depth 1 or 2). */
+const MAX_DEPTH = 64;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -130,7 +132,7 @@ export class ResponseIdReader {
   push(chunk: Buffer): void {
     if (this.done) return;
     const n = chunk.length;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < n && !this.done; i++) {
       const b = chunk[i];
       if (this.inString) {
         if (this.escaped) {
@@ -174,6 +176,10 @@ export class ResponseIdReader {
   }
 
   private open(kind: number): void {
+    if (this.depth >= MAX_DEPTH) {
+      this.done = true; // no answer nests its id this deep: stop rather than keep a stack
+      return;
+    }
     this.depth++;
     this.kinds[this.depth] = kind;
     this.expectKey = kind !== 2;

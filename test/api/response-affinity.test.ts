@@ -195,6 +195,9 @@ t.test('the id reader: a JSON answer and a stream, cut at every byte', async (t)
   const nested = new ResponseIdReader(false);
   nested.push(Buffer.from('{"output":[{"id":"msg_1"}],"meta":{"id":"x"}}'));
   t.equal(nested.id, undefined, 'only the top-level id counts');
+  const deep = new ResponseIdReader(false);
+  deep.push(Buffer.from('{"a":' + '['.repeat(100_000) + ']'.repeat(100_000) + ',"id":"resp_late"}'));
+  t.equal(deep.id, undefined, 'an answer nested past 64 levels is not followed');
   const escaped = new ResponseIdReader(false);
   escaped.push(Buffer.from('{"id":"resp_\\u0041"}'));
   t.equal(escaped.id, undefined, 'an id with escapes is not taken');
