@@ -526,7 +526,7 @@ const responseAffinity = z
       .min(0)
       .default(65_536)
       .describe('How many Responses API answer ids the gateway remembers with the endpoint that served them, the least recently used forgotten first (a count; 0 turns the pinning off).'),
-    ttl: duration('1h').describe('How long a remembered answer id pins its follow-ups to its endpoint, from the answer (a duration, e.g. "1h").'),
+    ttl: duration('1h').describe('How long a remembered answer id pins its follow-ups to its endpoint, from the answer (a duration, e.g. "1h"; "0s": no expiry, only max_entries bounds the map).'),
   })
   .prefault({})
   .describe("Responses API conversations: a request whose previous_response_id names an answer this gateway relayed goes to the endpoint that stored it (vLLM keeps stored answers in that server's memory).");

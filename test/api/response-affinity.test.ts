@@ -171,6 +171,22 @@ t.test('a pinned server removed by a reload: the next turn is routed normally an
   t.ok(fresh.id, 'the gateway serves on');
 });
 
+t.test('the TTL: a remembered id stops pinning once it is older than response_affinity.ttl', async (t) => {
+  const short = await startGateway(gatewayConfig(mocks.endpoints, { over: { response_affinity: { max_entries: 100, ttl: '300ms' } } }));
+  t.teardown(() => short.stop());
+  const sdk = new OpenAI({ baseURL: `${short.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const first = await sdk.responses.create({ model: 'test-model', input: 'soon forgotten', max_output_tokens: 2 });
+  const followUp = () => post(short.url, JSON.stringify({ model: 'test-model', input: 'again', previous_response_id: first.id, max_output_tokens: 2 }));
+  t.equal((await followUp()).status, 200, 'pinned while young');
+  t.equal(await affinity(short.adminUrl, 'pinned'), 1);
+  // each follow-up of the same id is pinned until the TTL has passed, then routed as any request
+  await until(async () => {
+    await followUp();
+    return (await affinity(short.adminUrl, 'unknown')) === 1;
+  }, 10_000, 'the id to expire');
+  t.pass('expired: routed normally');
+});
+
 t.test('the id reader: a JSON answer and a stream, cut at every byte', async (t) => {
   const json = Buffer.from('{"object":"response","output":[{"id":"msg_1","content":[{"text":"a \\"}\\" {"}]}],"id":"resp_abc","usage":{}}');
   const sse = Buffer.from(
