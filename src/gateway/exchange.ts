@@ -127,6 +127,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** reads the id of a Responses API answer as it passes, to remember its endpoint (response-affinity.ts) */
   private responseIds: ResponseIdReader | undefined;
   private learnsResponseId = false;
+  /** the current try went to the endpoint previous_response_id pinned (no retry elsewhere) */
+  private pinnedTry = false;
   /** the client asked for `"stream": true` */
   private streamRequested = false;
   /** the CORS headers its answer carries (cors.ts; none without a `cors` section) */
@@ -432,6 +434,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
     this.picked = pick.explain;
+    this.pinnedTry = pick.pinned === true;
     if (this.attempts === 0 && this.previousId !== undefined) {
       const outcome = pick.pinned ? 'pinned' : this.preferEndpoint !== undefined ? 'gone' : 'unknown';
       this.ctx.metrics.responseAffinity.inc({ pool: this.pool, outcome });
@@ -453,7 +456,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
    * request, and room in the pool's retry budget (a request already retrying holds its place there).
    */
   private retryAllowed(): boolean {
-    if (!this.canRetry || !this.budget) return false;
+    // a try pinned by previous_response_id: any other server would only answer not-found, so the pinned
+    // server's own failure is the truer answer
+    if (!this.canRetry || !this.budget || this.pinnedTry) return false;
     if (this.retrying || this.budget.allows(this.poolCfg.retry_budget)) return true;
     this.ctx.metrics.retryBudgetExhausted.inc({ pool: this.pool });
     return false;

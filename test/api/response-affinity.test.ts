@@ -187,6 +187,25 @@ t.test('the TTL: a remembered id stops pinning once it is older than response_af
   t.pass('expired: routed normally');
 });
 
+t.test('the pinned server fails: its failure is answered, not a retry elsewhere that could only say not-found', async (t) => {
+  const own = await startGateway(gatewayConfig(mocks.endpoints));
+  t.teardown(() => own.stop());
+  const sdk = new OpenAI({ baseURL: `${own.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const { data: first, response } = await sdk.responses.create({ model: 'test-model', input: 'remember me', max_output_tokens: 2 }).withResponse();
+  const pinned = response.headers.get('x-infergate-endpoint')!;
+  const faults = (body: unknown) => request(`http://${pinned}/mock/faults`, { method: 'POST', body: JSON.stringify(body) }).then((r) => r.body.dump());
+  await faults({ fail_rate: 1, fail_mode: 'refuse' });
+  t.teardown(() => faults({ fail_rate: 0 }));
+  const r = await post(own.url, JSON.stringify({ model: 'test-model', input: 'me again', previous_response_id: first.id }));
+  t.equal(r.status, 502, 'the pinned server refused: 502, not another server\'s 404');
+  t.equal(r.headers['x-infergate-endpoint'], pinned);
+  t.match(JSON.parse(r.text), { error: { code: 'upstream_unavailable' } });
+  t.equal(metric(await scrape(own.adminUrl), 'infergate_retries_total', { pool: 'p' }), 0, 'no retry on another server');
+  await faults({ fail_rate: 0 });
+  const again = await post(own.url, JSON.stringify({ model: 'test-model', input: 'me again', previous_response_id: first.id, max_output_tokens: 2 }));
+  t.equal(again.status, 200, 'served again once the server is back');
+});
+
 t.test('the id reader: a JSON answer and a stream, cut at every byte', async (t) => {
   const json = Buffer.from('{"object":"response","output":[{"id":"msg_1","content":[{"text":"a \\"}\\" {"}]}],"id":"resp_abc","usage":{}}');
   const sse = Buffer.from(
