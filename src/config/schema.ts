@@ -519,6 +519,19 @@ const tracing = z
   .prefault({})
   .describe('OpenTelemetry export of one span per request (OTLP/HTTP), off unless otlp_endpoint is set.');
 
+const responseAffinity = z
+  .strictObject({
+    max_entries: z
+      .number()
+      .int()
+      .min(0)
+      .default(65_536)
+      .describe('How many Responses API answer ids the gateway remembers with the endpoint that served them, the least recently used forgotten first (a count; 0 turns the pinning off).'),
+    ttl: duration('1h').describe('How long a remembered answer id pins its follow-ups to its endpoint, from the answer (a duration, e.g. "1h"; "0s": no expiry, only max_entries bounds the map).'),
+  })
+  .prefault({})
+  .describe("Responses API conversations: a request whose previous_response_id names an answer this gateway relayed goes to the endpoint that stored it (vLLM keeps stored answers in that server's memory).");
+
 export const configSchema = z
   .strictObject({
     listen: listen.prefault({}).describe('The client listener, where OpenAI-style requests arrive.'),
@@ -534,6 +547,7 @@ export const configSchema = z
     tenants,
     quota,
     cluster,
+    response_affinity: responseAffinity,
     models: z.array(modelRoute).min(1, 'at least one model must be listed').describe('The model names clients may ask for and what serves each (at least one).'),
     pools: z.record(z.string().min(1), pool.describe('One pool of interchangeable model servers, by name.')).describe('The pools of model servers, by name.'),
   })

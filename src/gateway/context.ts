@@ -12,6 +12,7 @@ import type { RetryBudgets } from './retry.js';
 import type { Cors } from './cors.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { FlowControl } from './flow.js';
+import type { ResponseAffinity } from './response-affinity.js';
 
 export interface GatewayContext {
   config: Config;
@@ -41,6 +42,8 @@ export interface GatewayContext {
   /** the last routing decisions (admin.decisions > 0), fed by every pick */
   readonly decisions: DecisionRing | null;
   inFlight: number;
+  /** Responses API answer ids → the endpoint that served them, for previous_response_id (response-affinity.ts) */
+  readonly responseAffinity: ResponseAffinity;
   /** each pool's retries in progress against its retry_budget (retry.ts) */
   readonly retryBudgets: RetryBudgets;
   /** an exchange is over (its client's connection no longer counts) */

@@ -14,6 +14,8 @@ export interface Decision {
   /** 'ok' (an endpoint chosen), 'saturated' (429), 'unavailable' (no endpoint at all) */
   outcome: 'ok' | 'saturated' | 'unavailable';
   endpoint?: string;
+  /** why the endpoint was chosen over the policy: the answer the request continues is stored there */
+  pinned_by?: 'previous_response_id';
   /** 1 for the first try, 2… for retries on another endpoint */
   attempt: number;
   explain?: PickExplain;
@@ -59,6 +61,7 @@ export function decisionJson(d: Decision): Record<string, unknown> {
     attempt: d.attempt,
     outcome: d.outcome,
     endpoint: d.endpoint ?? null,
+    ...(d.pinned_by !== undefined && { pinned_by: d.pinned_by }),
     policy: e?.policy ?? null,
     prompt_blocks: e?.totalBlocks ?? 0,
     candidates: (e?.candidates ?? []).map((c) => ({

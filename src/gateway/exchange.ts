@@ -36,6 +36,7 @@ import { Deadlines, type Deadline, type DeadlineOwner } from './deadlines.js';
 import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
 import { priorityOf, trustedPriorityHeader, type QueueMember } from './flow.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
+import { previousResponseId, ResponseIdReader } from './response-affinity.js';
 
 /**
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
@@ -120,6 +121,14 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   promptChars = 0;
   promptTokens = 0;
   private upstreamBody: Buffer = EMPTY;
+  /** a Responses API request's previous_response_id, and the endpoint that served that answer if known */
+  private previousId: string | undefined;
+  preferEndpoint: string | undefined;
+  /** reads the id of a Responses API answer as it passes, to remember its endpoint (response-affinity.ts) */
+  private responseIds: ResponseIdReader | undefined;
+  private learnsResponseId = false;
+  /** the current try went to the endpoint previous_response_id pinned (no retry elsewhere) */
+  private pinnedTry = false;
   /** the client asked for `"stream": true` */
   private streamRequested = false;
   /** the CORS headers its answer carries (cors.ts; none without a `cors` section) */
@@ -342,6 +351,21 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
     this.streamRequested = body.stream === true;
     this.parsedBody = body;
+    if (this.kind === 'responses') {
+      // a conversation's next turn goes where its last answer is stored (response-affinity.ts)
+      const prev = previousResponseId(body);
+      if (typeof prev === 'object') {
+        this.reject(prev);
+        return;
+      }
+      const affinity = this.ctx.responseAffinity;
+      if (affinity.enabled) {
+        this.previousId = prev;
+        if (prev !== undefined) this.preferEndpoint = affinity.endpointFor(prev, this.pool);
+        // an answer made with store: false is kept by no server: its id is not worth a place
+        this.learnsResponseId = body.store !== false;
+      }
+    }
     const prefix = this.poolCfg.prefix;
     const kind = this.kind;
     ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
@@ -410,6 +434,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.ticket = pick.ticket;
     this.endpoint = pick.endpoint;
     this.picked = pick.explain;
+    this.pinnedTry = pick.pinned === true;
+    if (this.attempts === 0 && this.previousId !== undefined) {
+      const outcome = pick.pinned ? 'pinned' : this.preferEndpoint !== undefined ? 'gone' : 'unknown';
+      this.ctx.metrics.responseAffinity.inc({ pool: this.pool, outcome });
+    }
     this.attempts++;
     if (this.attempts > 1) this.ctx.metrics.retries.inc({ pool: this.pool, reason: this.retryReason });
     const limits = this.ctx.config.limits;
@@ -427,7 +456,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
    * request, and room in the pool's retry budget (a request already retrying holds its place there).
    */
   private retryAllowed(): boolean {
-    if (!this.canRetry || !this.budget) return false;
+    // a try pinned by previous_response_id: any other server would only answer not-found, so the pinned
+    // server's own failure is the truer answer
+    if (!this.canRetry || !this.budget || this.pinnedTry) return false;
     if (this.retrying || this.budget.allows(this.poolCfg.retry_budget)) return true;
     this.ctx.metrics.retryBudgetExhausted.inc({ pool: this.pool });
     return false;
@@ -528,6 +559,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.phase = 'streaming';
     this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout, this.ctx.config.debug_headers);
     if (statusCode < 300) this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse);
+    if (statusCode < 300 && this.learnsResponseId) this.responseIds = new ResponseIdReader(this.relay.sse);
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -541,6 +573,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       series.ttft.observe((now - this.started) / 1000);
       relay.itl = series.itl;
     }
+    this.responseIds?.push(chunk); // reads as it passes: nothing is held back
     const out = this.answerUsage ? this.answerUsage.data(chunk) : chunk;
     if (out.length > 0) relay.data(out);
   }
@@ -555,6 +588,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.usage = u;
       if (u) this.lease.reconcile(u.promptTokens, u.completionTokens);
     }
+    const id = this.responseIds?.id;
+    if (id !== undefined) this.ctx.responseAffinity.remember(id, this.pool, this.endpoint);
     relay.end();
     this.finish(relay.status, relay.status < 500 ? 'ok' : 'error');
   }

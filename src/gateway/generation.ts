@@ -78,6 +78,9 @@ export class GenerationContext implements GatewayContext {
   get retryBudgets() {
     return this.live.retryBudgets;
   }
+  get responseAffinity() {
+    return this.live.responseAffinity;
+  }
   get cors() {
     return this.live.cors;
   }

@@ -24,6 +24,8 @@ export interface PickTarget {
   readonly promptTokens: number;
   /** tries sent so far (0 while picking the first) */
   readonly attempts: number;
+  /** the endpoint that stored the answer this request continues (previous_response_id), if known */
+  readonly preferEndpoint: string | undefined;
 }
 
 /**
@@ -38,7 +40,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   const t0 = performance.now();
   const pick: PickResult = ctx.router.pick(
     pool,
-    { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens, exclude },
+    { model: target.forwardModel, promptText: target.promptText, promptChars: target.promptChars, promptTokens: target.promptTokens, exclude, prefer: target.preferEndpoint },
     Date.now(),
     debug || ring !== null ? PICK_EXPLAIN : PICK,
   );
@@ -46,7 +48,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   if (requeue && pick.kind === 'saturated') return pick;
   if (pick.kind !== 'unavailable' && pick.explain) {
     if (debug) {
-      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint } : { decision: 'saturated' };
+      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint, pinned_by: pick.pinned ? 'previous_response_id' : undefined } : { decision: 'saturated' };
       ctx.logger.debug({ req_id: target.requestId, pool, ...decision, explain: pick.explain }, 'pick');
     }
     if (pick.kind === 'ok') {
@@ -63,6 +65,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
       model: target.forwardModel,
       outcome: pick.kind,
       endpoint: pick.kind === 'ok' ? pick.endpoint : undefined,
+      pinned_by: pick.kind === 'ok' && pick.pinned ? 'previous_response_id' : undefined,
       attempt: target.attempts + 1,
       explain: pick.kind === 'unavailable' ? undefined : pick.explain,
     });

@@ -16,6 +16,7 @@ import type { GatewayContext } from './context.js';
 import { errors, type ApiError } from '../openai/errors.js';
 import { adminRoutes } from './admin.js';
 import { DecisionRing } from './decisions.js';
+import { ResponseAffinity } from './response-affinity.js';
 import { readiness, type Readiness } from './readiness.js';
 import { errorAnswer, jsonAnswer } from './answers.js';
 import type { Answer, ClientSide } from './client.js';
@@ -75,6 +76,7 @@ export class Gateway implements GatewayContext {
   readonly upstreams: Upstreams;
   readonly metrics: GatewayMetrics;
   decisions: DecisionRing | null;
+  readonly responseAffinity: ResponseAffinity;
   readonly quota: Quota;
   readonly flow: FlowControl;
   /** Date.now() when the process began (the status page's uptime) */
@@ -137,6 +139,7 @@ export class Gateway implements GatewayContext {
     });
     this.flow = new FlowControl(config, this.metrics, (err) => this.logger.error({ err }, 'flow control failed'));
     this.decisions = config.admin.decisions > 0 ? new DecisionRing(config.admin.decisions) : null;
+    this.responseAffinity = new ResponseAffinity(config.response_affinity);
     this.quota = new Quota(config.tenants, config.quota, {
       logger: this.logger,
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
@@ -320,6 +323,7 @@ export class Gateway implements GatewayContext {
     if (cfg.admin.decisions !== running.admin.decisions) {
       this.decisions = cfg.admin.decisions > 0 ? new DecisionRing(cfg.admin.decisions) : null;
     }
+    this.responseAffinity.configure(cfg.response_affinity);
     this.metrics.authDisabled.set(auth.mode === 'none' ? 1 : 0);
     const old = this.gen;
     this.setGeneration(generationOf(old.id + 1, cfg, poolKeys, admission));

@@ -42,6 +42,8 @@ export interface Refusal {
   status: 400 | 404;
   message: string;
   param: string | null;
+  /** the error's `type` when vLLM names one itself (else the status's: BadRequestError, NotFoundError) */
+  type?: string;
 }
 
 export type Admission = { ok: true; request: AdmittedRequest } | { ok: false; refusal: Refusal };

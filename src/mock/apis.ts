@@ -8,6 +8,7 @@ import { tokenize, VOCAB_SIZE } from '../engine/index.js';
 import { promptBodyOf, renderPrompt } from '../openai/prompt.js';
 import { bodyProblem, type ApiKind } from '../openai/validate.js';
 import { vllmProblem, type Refusal, type ServedModel } from './admission.js';
+import type { ResponseStore } from './response-store.js';
 import { naturalLength, requestKey, TOKEN_TEXT, tokenWord } from './text.js';
 
 /** The length of the mock's embedding vectors (a request's `dimensions` may ask for fewer). */
@@ -154,20 +155,53 @@ export function detokenizeAnswer(text: string, served: ServedModel): ApiAnswer {
   return { status: 200, body: JSON.stringify({ prompt }) };
 }
 
+/** The answer vLLM gives for a `previous_response_id` its store does not hold (serving_responses.py). */
+function unknownResponse(id: string): ApiAnswer {
+  return { status: 404, refusal: { status: 404, message: `Response with id '${id}' not found.`, param: 'response_id', type: 'invalid_request_error' } };
+}
+
+/** What renderPrompt ends every chat prompt with. */
+const ASSISTANT_TURN = '<|assistant|>\n';
+
+/** How many leading tokens two token lists share. */
+function commonPrefix(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
 /**
  * POST /v1/responses, a minimal Responses API: `input` (a string or messages) and `instructions` make
  * the prompt, the answer is one assistant message of `max_output_tokens` words (or a length of its own),
- * whole or as the Responses API's stream of typed events. Nothing is stored (`previous_response_id`
- * is refused).
+ * whole or as the Responses API's stream of typed events. With a `store` that is on, an answer made with
+ * `store` not false is kept there under its id; `previous_response_id` continues a kept answer as vLLM
+ * does: the prompt is the new `instructions`, the stored conversation, its output as an assistant
+ * message, then the new input. Its `cached_tokens` are the leading tokens it shares with the stored
+ * conversation and its output (this server computed them: its prefix cache holds them). An id the store
+ * does not hold gets vLLM's 404.
  */
-export function responsesAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+export function responsesAnswer(text: string, served: ServedModel, id: string, store?: ResponseStore): ApiAnswer {
   const p = parse(text, 'responses', served);
   if (isAnswer(p)) return p;
   const { body, model } = p;
-  if (body.previous_response_id !== undefined && body.previous_response_id !== null) {
-    return refuse('previous_response_id: the mock stores no responses.', 'previous_response_id');
+  const prevId = body.previous_response_id;
+  if (prevId !== undefined && prevId !== null && typeof prevId !== 'string') {
+    return refuse('previous_response_id: Input should be a valid string', 'previous_response_id');
   }
-  const tokens = tokenize(renderPrompt(promptBodyOf('responses', body)));
+  const prev = typeof prevId === 'string' ? store?.get(prevId) : undefined;
+  if (typeof prevId === 'string' && prev === undefined) return unknownResponse(prevId);
+  const prompt = promptBodyOf('responses', body) as { messages: unknown[] };
+  let earlier: unknown[] | undefined;
+  if (prev !== undefined) {
+    // [new instructions] + the stored conversation + its answer + the new input (vLLM's order)
+    const system = typeof body.instructions === 'string' ? 1 : 0;
+    earlier = [...prev.messages, { role: 'assistant', content: prev.output }];
+    prompt.messages = [...prompt.messages.slice(0, system), ...earlier, ...prompt.messages.slice(system)];
+  }
+  const tokens = tokenize(renderPrompt(prompt));
+  // the stored conversation as this server rendered it (without the open assistant turn at its end)
+  const cached = earlier === undefined ? 0 : commonPrefix(tokenize(renderPrompt({ messages: earlier }).slice(0, -ASSISTANT_TURN.length)), tokens);
   if (tokens.length === 0) return refuse('The prompt cannot be empty.', 'input');
   if (tokens.length >= served.maxModelLen) {
     return refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, your request has ${tokens.length} input tokens.`, 'input');
@@ -183,7 +217,7 @@ export function responsesAnswer(text: string, served: ServedModel, id: string): 
   const msgId = `msg_${id}`;
   const usage = {
     input_tokens: tokens.length,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: cached },
     output_tokens: n,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: tokens.length + n,
@@ -207,9 +241,12 @@ export function responsesAnswer(text: string, served: ServedModel, id: string): 
     top_p: typeof body.top_p === 'number' ? body.top_p : 1,
     error: null,
     metadata: {},
+    previous_response_id: typeof prevId === 'string' ? prevId : null,
+    store: store?.enabled === true && body.store !== false,
     usage: u,
   });
   const done = response(capped && n === body.max_output_tokens ? 'incomplete' : 'completed', [message('completed', [part(out)])], usage);
+  if (store?.enabled && body.store !== false) store.set(respId, { messages: prompt.messages, output: out });
   if (body.stream !== true) return { status: 200, body: JSON.stringify(done) };
   // the stream: typed events, each `event: TYPE` + `data: {...}`, numbered
   let seq = 0;

@@ -53,6 +53,8 @@ ${ENGINE_FLAGS_HELP}
   --fail-rate X                probability of an injected failure per request (default 0)
   --fail-mode M                refuse | 500 | cut | mixed (default mixed)
   --metrics-hang-after S       GET /metrics stops answering after S seconds
+  --response-store N           Responses API answers kept per server for previous_response_id
+                               (LRU, default 1024; 0: none kept, every previous_response_id is a 404)
   --tls-cert FILE --tls-key FILE  serve HTTPS with this PEM certificate and key
 Admin: POST /mock/faults {"metrics":"ok"|"hang"|"error","fail_rate":X,"fail_mode":M}; GET /mock/state.`;
 
@@ -72,6 +74,7 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
       'fail-rate': { type: 'string' },
       'fail-mode': { type: 'string' },
       'metrics-hang-after': { type: 'string' },
+      'response-store': { type: 'string' },
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -101,6 +104,7 @@ export function parseMockArgs(argv: string[]): MockOptions & { port: number; cou
     failRate: numberFlag('fail-rate', values['fail-rate'], { min: 0, max: 1 }),
     failMode: failMode as FailMode | undefined,
     metricsHangAfterS: numberFlag('metrics-hang-after', values['metrics-hang-after'], { min: 0 }),
+    responseStore: numberFlag('response-store', values['response-store'], { int: true, min: 0 }),
     ...(tlsCert !== undefined && tlsKey !== undefined && { tls: { cert: tlsCert, key: tlsKey } }),
   };
 }

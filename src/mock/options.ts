@@ -35,6 +35,11 @@ export interface MockOptions {
   metricsHangAfterS?: number;
   /** request body limit in bytes (default 64 MiB) */
   maxBodyBytes?: number;
+  /**
+   * Responses API answers kept per server for `previous_response_id` (LRU; default 1024; 0: none kept, as
+   * vLLM without VLLM_ENABLE_RESPONSES_API_STORE)
+   */
+  responseStore?: number;
   /** serve HTTPS with this PEM certificate and key (a model server behind its own TLS) */
   tls?: { cert: string; key: string };
 }

@@ -16,6 +16,7 @@ import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
 import { profileFromOptions, type MockOptions } from './options.js';
+import { DEFAULT_RESPONSE_STORE_ENTRIES, ResponseStore } from './response-store.js';
 import { newReply, ReplyWriter, type Reply } from './stream.js';
 import { METRICS_CONTENT_TYPE, VllmMetrics } from './vllm-metrics.js';
 
@@ -67,6 +68,8 @@ export class MockServer {
   private readonly app: uWS.TemplatedApp;
   private listenSocket: uWS.us_listen_socket | null = null;
   private readonly seed: number;
+  /** the Responses API answers kept for `previous_response_id` (response-store.ts) */
+  private readonly responses: ResponseStore;
   private readonly maxBody: number;
   private readonly driver: RealTimeDriver;
   private readonly replies: ReplyWriter;
@@ -98,6 +101,7 @@ export class MockServer {
       (r, abort) => this.drop(r, abort),
     );
     this.seed = opts.seed ?? 0;
+    this.responses = new ResponseStore(opts.responseStore ?? DEFAULT_RESPONSE_STORE_ENTRIES);
     this.maxBody = opts.maxBodyBytes ?? 64 * 1024 * 1024;
     this.faults = new Faults(opts, this.seed, port);
     this.app = opts.tls ? loadUws().SSLApp({ cert_file_name: opts.tls.cert, key_file_name: opts.tls.key }) : loadUws().App();
@@ -167,8 +171,8 @@ export class MockServer {
     });
   }
 
-  private sendError(res: Res, status: number, message: string, param: string | null = null): void {
-    this.send(res, status, errorBody(message, ERROR_TYPE[status] ?? 'Error', status, param));
+  private sendError(res: Res, status: number, message: string, param: string | null = null, type?: string): void {
+    this.send(res, status, errorBody(message, type ?? ERROR_TYPE[status] ?? 'Error', status, param));
   }
 
   private routes(): void {
@@ -187,7 +191,7 @@ export class MockServer {
     });
     app.post('/v1/responses', (res, req) => {
       this.noteRequest(req, '/v1/responses');
-      this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId()));
+      this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId(), this.responses));
     });
     app.post('/tokenize', (res, req) => {
       this.noteRequest(req, '/tokenize');
@@ -203,7 +207,7 @@ export class MockServer {
     app.get('/metrics', (res) => this.scrape(res));
     app.get('/mock/faults', (res) => this.send(res, 200, JSON.stringify(this.faults.json())));
     app.post('/mock/faults', (res) => this.setFaults(res));
-    app.get('/mock/state', (res) => this.send(res, 200, JSON.stringify({ endpoint: this.endpoint, ...this.engine.snapshot(), faults: this.faults.json(), vnow: this.vnow(), completions: this.completionsSeen, aborted: this.abortedByClient })));
+    app.get('/mock/state', (res) => this.send(res, 200, JSON.stringify({ endpoint: this.endpoint, ...this.engine.snapshot(), faults: this.faults.json(), vnow: this.vnow(), completions: this.completionsSeen, aborted: this.abortedByClient, stored_responses: this.responses.size })));
     // HEAD as vLLM's server (Starlette) answers it: on every GET route, without a body
     app.head('/v1/models', (res) => this.send(res, 200, '', 'application/json', true));
     app.head('/health', (res) => this.send(res, 200, '', 'text/plain', true));
@@ -321,7 +325,7 @@ export class MockServer {
         return this.sendError(res, 500, `mock: ${(err as Error).message}`);
       }
       if (a.status === 200) this.send(res, 200, a.body, a.contentType);
-      else this.sendError(res, a.status, a.refusal.message, a.refusal.param);
+      else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
     });
   }
 

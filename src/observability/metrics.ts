@@ -87,6 +87,8 @@ export class GatewayMetrics {
   readonly authDisabled: client.Gauge;
   readonly tlsReloads: client.Counter<'result' | 'trigger'>;
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
+  /** Responses API follow-ups (previous_response_id) by what the gateway did with them (response-affinity.ts) */
+  readonly responseAffinity: client.Counter<'pool' | 'outcome'>;
   /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
   readonly quotaBackendUp: client.Gauge;
   // per endpoint (a bounded set: endpoints come from the config or discovery; removed ones are dropped)
@@ -311,6 +313,11 @@ export class GatewayMetrics {
       name: 'infergate_shadow_picks_total',
       help: 'Decisions of a pool\'s shadow_policy next to the serving one: same or different endpoint (or saturated/unavailable).',
       labelNames: ['pool', 'policy', 'outcome'], registers,
+    });
+    this.responseAffinity = new client.Counter({
+      name: 'infergate_response_affinity_total',
+      help: 'Responses API requests with a previous_response_id, by outcome: pinned (sent to the endpoint that served that answer), gone (that endpoint is removed, ejected or failed this request: routed normally), unknown (an id this gateway did not relay or has forgotten: routed normally).',
+      labelNames: ['pool', 'outcome'], registers,
     });
     this.quotaBackendUp = new client.Gauge({
       name: 'infergate_quota_backend_up',

@@ -284,15 +284,20 @@ export class PoolRouter implements TicketOwner {
     const allSaturated = table.build(list, this.matchBuf, cfg, promptTokens, cpt, now);
     const ctx = this.policyCtx;
     ctx.scored = false;
-    if (allSaturated) {
+    // a preferred endpoint that is usable wins outright: only it can serve the request as asked
+    const pin = input.prefer === undefined ? -1 : list.findIndex((e) => e.name === input.prefer && e.ejectedUntil <= now);
+    if (allSaturated && pin < 0) {
       const explain = filtered ? explainPick(policy, this.name, table, filtered, null) : undefined;
       return { kind: 'saturated', retryAfterS: retryAfterS(table, cfg.saturation), explain };
     }
     ctx.dryRun = opts.dryRun === true;
-    const chosen = POLICY_BY_NAME[policy].choose(table, ctx);
+    const chosen = pin >= 0 ? pin : POLICY_BY_NAME[policy].choose(table, ctx);
     const st = table.st[chosen];
     const explain = filtered ? explainPick(policy, this.name, table, filtered, ctx) : undefined;
-    if (explain) explain.winner = st.name;
+    if (explain) {
+      explain.winner = st.name;
+      if (pin >= 0) explain.pinned = true;
+    }
 
     const ticket = new PoolTicket(st.name, this.name, st, table.uncachedAt(chosen), st.epoch, now, opts.dryRun ? null : this);
     if (table.adapter !== null) ticket.adapter = table.adapter;
@@ -300,7 +305,7 @@ export class PoolRouter implements TicketOwner {
     ticket.expectMs = table.backlogMs[chosen] + prefillBacklogMs(st, ticket.tokens);
     if (opts.dryRun) {
       ticket.phase = ENDED;
-      return { kind: 'ok', endpoint: st.name, ticket, explain };
+      return pin >= 0 ? { kind: 'ok', endpoint: st.name, ticket, explain, pinned: true } : { kind: 'ok', endpoint: st.name, ticket, explain };
     }
     dispatched(ticket, now);
     if (totalBlocks > 0) {
@@ -315,7 +320,7 @@ export class PoolRouter implements TicketOwner {
         if (this.onLearn) this.onLearn(this.name, st.name, chain, totalBlocks, now);
       }
     }
-    return { kind: 'ok', endpoint: st.name, ticket, explain };
+    return pin >= 0 ? { kind: 'ok', endpoint: st.name, ticket, explain, pinned: true } : { kind: 'ok', endpoint: st.name, ticket, explain };
   }
 
   onFirstByte(t: Ticket, now: number): void {

@@ -40,6 +40,12 @@ export interface PickInput {
   /** endpoints not to use (already failed for this request) */
   exclude?: ReadonlySet<string>;
   /**
+   * The endpoint this request must go to while it is usable (in the pool, not excluded, not ejected): it is
+   * chosen over saturation and the policy (a Responses API follow-up whose stored answer only that server
+   * holds). When it is not usable, the pick is made as if none were named.
+   */
+  prefer?: string;
+  /**
    * Precomputed block-hash chain (from hashPrefixBlocks with this pool's block_chars, salt = model,
    * max_blocks); when given, promptText is not read.
    */
@@ -97,10 +103,12 @@ export interface PickExplain {
   /** endpoints left out, and why */
   filtered: Array<{ endpoint: string; why: string }>;
   winner?: string;
+  /** true: the winner is PickInput.prefer, chosen without saturation or policy */
+  pinned?: boolean;
 }
 
 export type PickResult =
-  | { kind: 'ok'; endpoint: string; ticket: Ticket; explain?: PickExplain }
+  | { kind: 'ok'; endpoint: string; ticket: Ticket; explain?: PickExplain; /** PickInput.prefer was usable, and chosen */ pinned?: boolean }
   | { kind: 'saturated'; retryAfterS: number; explain?: PickExplain }
   | { kind: 'unavailable' };
 

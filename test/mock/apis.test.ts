@@ -76,6 +76,6 @@ t.test('responses: one message, max_output_tokens words, the stream ends with th
   t.equal(events[0].type, 'response.created');
   t.equal(events.at(-1)!.type, 'response.incomplete');
   t.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join(''), text, 'a string input and the same message as a list: the same answer');
-  t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'hi', previous_response_id: 'resp_1' }), served, 'r3').status, 400, 'nothing is stored');
+  t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'hi', previous_response_id: 'resp_1' }), served, 'r3').status, 404, 'no store: every previous_response_id is unknown');
   t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'x'.repeat(400) }), served, 'r4').status, 400, 'past the context length');
 });
