@@ -54,8 +54,8 @@ const does = {
   queue: "prefers less scraped prefill queued ahead (prompt tokens)",
   running: "prefers fewer running requests (scraped)",
   kv_cache: "prefers lower KV-cache use (scraped)",
-  lora: "prefers an endpoint with the request's adapter loaded (LoRA requests only)",
-  load: "prefers less of the gateway's own work in flight",
+  lora: "prefers an endpoint that has the adapter of the request loaded (LoRA requests only)",
+  load: "prefers less of the work the gateway itself has in flight",
 };
 const ship = r.ship ? r.ship.ship : false;
 const shipped = ship ? r.tuned : r.defaults;
