@@ -17,6 +17,7 @@ import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
 import { formatTuneReport, tune, type TuneInput } from './tune.js';
+import { parseConstraints, type TuneConstraint } from './tune-constraints.js';
 import type { SimRequest, SimResult } from './types.js';
 
 /** The trace shipped in the repository (native-bench/traces/README.md), the workload when none is named. */
@@ -93,6 +94,11 @@ Output:
   --tune-budget N           weight sets each search may evaluate, the defaults included (default 30);
                             each costs one run per input and scale
   --tune-jobs N             worker threads for those runs (default 1); the result does not depend on it
+  --tune-constraints A,B    promises a weight set must keep to be chosen, checked on each candidate before
+                            it is run (rejected ones are listed): priority (issue #16: critical TTFT p99 at
+                            3x overload within 2x unloaded, test/sim/backlog-priority.test.ts), affinity
+                            (issue #17: a loaded prefix holder keeps its request within the cache's saving
+                            and gives way past it, test/routing/overload-affinity.ts); default none
 `;
 
 class UsageError extends Error {}
@@ -215,6 +221,7 @@ async function run(argv: string[], io: SimIo): Promise<number> {
         holdout: { type: 'string' },
         'tune-max-loss': { type: 'string' },
         'tune-jobs': { type: 'string' },
+        'tune-constraints': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -325,7 +332,13 @@ async function run(argv: string[], io: SimIo): Promise<number> {
     const maxLoss = num(values['tune-max-loss'], 'tune-max-loss', { min: 0 });
     if (maxLoss !== undefined && maxLoss > 1) throw new UsageError(`--tune-max-loss is a share between 0 and 1, not "${values['tune-max-loss']}"`);
     const jobs = num(values['tune-jobs'], 'tune-jobs', { int: true, min: 1 }) ?? 1;
-    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, jobs, log: (l) => io.err(`${l}\n`) });
+    let constraints: TuneConstraint[] = [];
+    try {
+      constraints = values['tune-constraints'] === undefined ? [] : parseConstraints(values['tune-constraints']);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, jobs, constraints, log: (l) => io.err(`${l}\n`) });
     io.out(formatTuneReport(report));
     if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ tune: report }, null, 2) + '\n');
     return 0;

@@ -1,7 +1,8 @@
 /**
  * The tuner's runs, in this thread or spread over worker threads (`--tune-jobs N`). A run is one `scored`
- * simulation of one input at one rate scale with one weight set: deterministic, so where it runs changes
- * nothing in the result, only how long the search takes.
+ * simulation of one input at one rate scale with one weight set, or one constraint check of a weight set
+ * (tune-constraints.ts): deterministic, so where it runs changes nothing in the result, only how long the
+ * search takes.
  */
 import { Worker } from 'node:worker_threads';
 import type { EngineProfile } from '../engine/index.js';
@@ -9,6 +10,7 @@ import type { ScoringWeights } from '../routing/index.js';
 import { mergeSettings, type PoolSettings } from './config.js';
 import { profileFor, runPolicy, scaleArrivals } from './simulate.js';
 import type { SloSpec } from './slo.js';
+import { checkConstraint, type ConstraintCheck, type TuneConstraint } from './tune-constraints.js';
 import type { SimRequest } from './types.js';
 
 /** One run's figures at the objective's SLO. */
@@ -34,6 +36,14 @@ export interface RunTask {
   input: string;
   scale: number;
 }
+
+export interface CheckTask {
+  weights: ScoringWeights;
+  constraint: TuneConstraint;
+}
+
+/** What a worker is sent: a run or a check. */
+export type PoolTask = { run: RunTask } | { check: CheckTask };
 
 type Workload = { requests: readonly SimRequest[]; profile: Partial<EngineProfile> };
 
@@ -62,15 +72,23 @@ export class LocalRunner {
     const s = run.slo[0];
     return { goodput_rps: s.goodput_rps, attainment: s.attainment, shed_share: run.shed_share };
   }
+
+  check(t: CheckTask): ConstraintCheck {
+    return checkConstraint(t.constraint, t.weights, { pool: this.setup.pool, profile: this.setup.profile });
+  }
+
+  do(t: PoolTask): ScaleFigures | ConstraintCheck {
+    return 'run' in t ? this.run(t.run) : this.check(t.check);
+  }
 }
 
-type Reply = { id: number; figures?: ScaleFigures; error?: string };
+type Reply = { id: number; result?: ScaleFigures | ConstraintCheck; error?: string };
 
 /** Runs tasks on N worker threads (tune-worker.ts), each with its own LocalRunner of the same setup. */
 export class WorkerPool {
   private readonly idle: Worker[] = [];
-  private readonly queue: Array<{ id: number; task: RunTask }> = [];
-  private readonly pending = new Map<number, { resolve: (f: ScaleFigures) => void; reject: (e: Error) => void }>();
+  private readonly queue: Array<{ id: number; task: PoolTask }> = [];
+  private readonly pending = new Map<number, { resolve: (r: ScaleFigures | ConstraintCheck) => void; reject: (e: Error) => void }>();
   private readonly workers: Worker[] = [];
   private next = 0;
   private failed: Error | undefined;
@@ -84,7 +102,7 @@ export class WorkerPool {
         this.pending.delete(m.id);
         if (p) {
           if (m.error !== undefined) p.reject(new Error(m.error));
-          else p.resolve(m.figures!);
+          else p.resolve(m.result!);
         }
         this.idle.push(w);
         this.pump();
@@ -99,9 +117,17 @@ export class WorkerPool {
   }
 
   run(task: RunTask): Promise<ScaleFigures> {
+    return this.submit({ run: task }) as Promise<ScaleFigures>;
+  }
+
+  check(task: CheckTask): Promise<ConstraintCheck> {
+    return this.submit({ check: task }) as Promise<ConstraintCheck>;
+  }
+
+  private submit(task: PoolTask): Promise<ScaleFigures | ConstraintCheck> {
     if (this.failed) return Promise.reject(this.failed);
     const id = this.next++;
-    const p = new Promise<ScaleFigures>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const p = new Promise<ScaleFigures | ConstraintCheck>((resolve, reject) => this.pending.set(id, { resolve, reject }));
     this.queue.push({ id, task });
     this.pump();
     return p;

@@ -3,6 +3,8 @@
  * (by default TTFT ≤ 2 s and mean ITL ≤ 100 ms; shed and failed requests are misses) across several loads
  * and several inputs (traces or generators), choosing the weights with the smallest worst-case regret
  * (tune-objective.ts), and checking them on inputs the search did not see (hold one out, or each in turn).
+ * Weight sets that break a promise named in `constraints` (tune-constraints.ts) are not admissible: each
+ * candidate is checked first, and one that fails is listed in the report and never run on the inputs.
  *
  * One evaluation of a candidate = one `scored` run per (input, rate scale); an input's goodput is the mean
  * over its scales. Runs are deterministic, so they are cached by (weights, input, scale) and shared by every
@@ -13,6 +15,7 @@ import { SCORER_NAMES, type ScoringWeights } from '../routing/index.js';
 import { simConfig, type PoolSettings } from './config.js';
 import { endpointName } from './router-policy.js';
 import { LocalRunner, WorkerPool, type RunSetup, type RunTask, type ScaleFigures } from './tune-pool.js';
+import type { ConstraintCheck, TuneConstraint } from './tune-constraints.js';
 import { DEFAULT_SLOS, type SloSpec } from './slo.js';
 import { round } from './stats.js';
 import { minimaxPick, regrets } from './tune-objective.js';
@@ -48,6 +51,8 @@ export interface TuneOptions {
   maxLoss?: number;
   /** worker threads for the runs (default 1: all in this thread); the result does not depend on it */
   jobs?: number;
+  /** promises a weight set must keep to be chosen (tune-constraints.ts; default none) */
+  constraints?: readonly TuneConstraint[];
   /** progress lines (e.g. to stderr) */
   log?: (line: string) => void;
 }
@@ -108,6 +113,23 @@ export interface TuneReport {
     beats_defaults: boolean;
     rule: string;
   };
+  /** the constraints checked on every candidate (absent when none were asked for) */
+  constraints?: {
+    names: TuneConstraint[];
+    /** the starting weights' checks (they stay the baseline even when one fails) */
+    defaults: ConstraintCheck[];
+    /** the chosen weights' checks */
+    tuned: ConstraintCheck[];
+    /** every weight set a search of this call rejected, in the order met, with the checks it failed */
+    rejected: Array<{ weights: ScoringWeights; failed: ConstraintCheck[] }>;
+    /** weight sets checked in all */
+    checked: number;
+  };
+  /**
+   * leave-one-out only: whether to ship the tuned weights as the defaults: they differ from the defaults,
+   * beat them out of sample, and keep every constraint asked for
+   */
+  ship?: { ship: boolean; reason: string };
   /** the tuned weights as a config block */
   yaml: string;
 }
@@ -131,13 +153,20 @@ function moves(p: Point, f: number): Point[] {
   return out;
 }
 
-/** Runs the simulation per (weights, input, scale) at most once. */
+/** Runs the simulation per (weights, input, scale) at most once, and each constraint check per weights once. */
 class Evaluator {
   private readonly runsByKey = new Map<string, ScaleFigures>();
+  private readonly checksByKey = new Map<string, ConstraintCheck>();
+  /** weight sets rejected by a search, in the (deterministic) order the searches met them */
+  readonly rejected = new Map<string, { weights: Point; failed: ConstraintCheck[] }>();
   private readonly goodputs = new Map<string, Map<string, number>>(); // input → weights key → mean goodput
   private readonly local: LocalRunner;
   runs = 0;
-  constructor(private readonly setup: RunSetup, private readonly pool: WorkerPool | undefined) {
+  constructor(
+    private readonly setup: RunSetup,
+    private readonly pool: WorkerPool | undefined,
+    readonly constraints: readonly TuneConstraint[],
+  ) {
     this.local = new LocalRunner(setup);
     for (const input of setup.inputs) this.goodputs.set(input.name, new Map());
   }
@@ -164,6 +193,37 @@ class Evaluator {
         this.runsByKey.set(k, f);
       }),
     );
+  }
+
+  /** Runs the constraint checks of these weight sets, in parallel on the pool (a no-op without one). */
+  async prefetchChecks(points: readonly Point[]): Promise<void> {
+    const pool = this.pool;
+    if (!pool) return;
+    const todo = new Map<string, { weights: Point; constraint: TuneConstraint }>();
+    for (const p of points) {
+      for (const c of this.constraints) {
+        const k = `${keyOf(p)}|${c}`;
+        if (!this.checksByKey.has(k) && !todo.has(k)) todo.set(k, { weights: { ...p }, constraint: c });
+      }
+    }
+    await Promise.all([...todo].map(async ([k, t]) => this.checksByKey.set(k, await pool.check(t))));
+  }
+
+  /** every constraint's check of p, in the order asked for */
+  checks(p: Point): ConstraintCheck[] {
+    return this.constraints.map((c) => {
+      const k = `${keyOf(p)}|${c}`;
+      let r = this.checksByKey.get(k);
+      if (!r) {
+        r = this.local.check({ weights: p, constraint: c });
+        this.checksByKey.set(k, r);
+      }
+      return r;
+    });
+  }
+
+  get checked(): number {
+    return new Set([...this.checksByKey.keys()].map((k) => k.slice(0, k.lastIndexOf('|')))).size;
   }
 
   figures(p: Point, input: string): Array<{ rate_scale: number } & ScaleFigures> {
@@ -199,32 +259,42 @@ interface SearchResult {
 }
 
 async function search(ev: Evaluator, start: Point, on: readonly string[], budget: number, maxLoss: number, what: string, log: (l: string) => void, t0: number): Promise<SearchResult> {
-  await ev.prefetch([start], on);
-  const points: Point[] = [start];
+  await Promise.all([ev.prefetch([start], on), ev.prefetchChecks([start])]);
+  const points: Point[] = [start]; // the admissible weight sets (and the start, the baseline, whatever its checks)
+  let rejected = 0;
+  const considered = () => points.length + rejected;
   const seen = new Set([keyOf(start)]);
   const table: number[][] = [on.map((i) => ev.goodput(start, i))];
   let pick = 0;
   const worstOf = (c: number) => regrets(table).worst[c];
   let f = 2;
-  while (points.length < budget && f > 1.05) {
+  while (considered() < budget && f > 1.05) {
     let improved = false;
     const sweep = moves(points[pick], f);
-    // what this sweep will evaluate (the loop below, which decides, then finds every run done)
+    // what this sweep will evaluate (the loop below, which decides, then finds every check and run done)
     const fresh: Point[] = [];
     const keys = new Set<string>();
     for (const c of sweep) {
       const k = keyOf(c);
-      if (!seen.has(k) && !keys.has(k) && points.length + fresh.length < budget) {
+      if (!seen.has(k) && !keys.has(k) && considered() + fresh.length < budget) {
         keys.add(k);
         fresh.push(c);
       }
     }
-    await ev.prefetch(fresh, on);
+    await ev.prefetchChecks(fresh);
+    await ev.prefetch(fresh.filter((c) => ev.checks(c).every((x) => x.ok)), on);
     for (const cand of sweep) {
-      if (points.length >= budget) break;
+      if (considered() >= budget) break;
       const key = keyOf(cand);
       if (seen.has(key)) continue;
       seen.add(key);
+      const failed = ev.checks(cand).filter((x) => !x.ok);
+      if (failed.length > 0) {
+        rejected++;
+        if (!ev.rejected.has(key)) ev.rejected.set(key, { weights: { ...cand }, failed });
+        log(`tune ${what}: candidate ${considered()}/${budget}: ${key} not admissible (${failed.map((x) => `${x.constraint}: ${x.detail}`).join('; ')})`);
+        continue;
+      }
       points.push(cand);
       table.push(on.map((i) => ev.goodput(cand, i)));
       const next = minimaxPick(table, maxLoss);
@@ -232,14 +302,14 @@ async function search(ev: Evaluator, start: Point, on: readonly string[], budget
       if (next !== pick) {
         pick = next;
         improved = true;
-        log(`tune ${what}: candidate ${points.length}/${budget}: new best, worst regret ${pct(worstOf(pick))} (defaults ${pct(worstOf(0))}) with ${keyOf(points[pick])} [${ev.runs} runs, ${secs} s]`);
+        log(`tune ${what}: candidate ${considered()}/${budget}: new best, worst regret ${pct(worstOf(pick))} (defaults ${pct(worstOf(0))}) with ${keyOf(points[pick])} [${ev.runs} runs, ${secs} s]`);
       } else {
-        log(`tune ${what}: candidate ${points.length}/${budget}: worst regret ${pct(worstOf(points.length - 1))}, best still ${pct(worstOf(pick))} [${ev.runs} runs, ${secs} s]`);
+        log(`tune ${what}: candidate ${considered()}/${budget}: worst regret ${pct(worstOf(points.length - 1))}, best still ${pct(worstOf(pick))} [${ev.runs} runs, ${secs} s]`);
       }
     }
     if (!improved) f = Math.sqrt(f);
   }
-  return { best: points[pick], candidates: points.length };
+  return { best: points[pick], candidates: considered() };
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
@@ -264,7 +334,7 @@ export async function tune(opts: TuneOptions): Promise<TuneReport> {
   const jobs = Math.max(1, Math.floor(opts.jobs ?? 1));
   const workers = jobs > 1 ? new WorkerPool(jobs, setup) : undefined;
   try {
-    return await searchAll(opts, setup, new Evaluator(setup, workers), budget, maxLoss, log);
+    return await searchAll(opts, setup, new Evaluator(setup, workers, [...new Set(opts.constraints ?? [])]), budget, maxLoss, log);
   } finally {
     await workers?.close();
   }
@@ -353,18 +423,38 @@ async function searchAll(opts: TuneOptions, setup: RunSetup, ev: Evaluator, budg
     holdout: holdoutRows,
     yaml: ['scoring:', ...SCORER_NAMES.map((k) => `  ${k}: ${main.best[k]}`)].join('\n') + '\n',
   };
+  const tunedOk = ev.checks(main.best).every((x) => x.ok);
+  if (ev.constraints.length > 0) {
+    report.constraints = {
+      names: [...ev.constraints],
+      defaults: ev.checks(start),
+      tuned: ev.checks(main.best),
+      rejected: [...ev.rejected.values()],
+      checked: ev.checked,
+    };
+  }
   if (holdout === 'all') {
     const changes = holdoutRows.map((r) => r.change);
     const mean = changes.reduce((a, b) => a + b, 0) / changes.length;
     const worst = Math.min(...changes);
     const regret = { defaults: Math.max(...holdoutRows.map((r) => r.defaults_regret)), tuned: Math.max(...holdoutRows.map((r) => r.tuned_regret)) };
+    const beats = regret.tuned < regret.defaults && mean > 0;
     report.out_of_sample = {
       mean_change: round(mean, 4),
       worst_change: worst,
       worst_regret: regret,
-      beats_defaults: regret.tuned < regret.defaults && mean > 0,
+      beats_defaults: beats,
       rule: OUT_OF_SAMPLE_RULE,
     };
+    const same = keyOf(main.best) === keyOf(start);
+    const asked = ev.constraints.length > 0 ? ` and keep ${ev.constraints.join(', ')}` : ' (no constraints were checked)';
+    report.ship = same
+      ? { ship: false, reason: 'the search kept the defaults: nothing to ship' }
+      : !beats
+        ? { ship: false, reason: 'the tuned weights do not beat the defaults out of sample: keep the defaults' }
+        : !tunedOk
+          ? { ship: false, reason: 'the tuned weights break a constraint: keep the defaults' }
+          : { ship: true, reason: `the tuned weights beat the defaults out of sample${asked}: ship them` };
   }
   return report;
 }
@@ -400,6 +490,18 @@ export function formatTuneReport(r: TuneReport): string {
       );
     }
   }
+  if (r.constraints) {
+    const c = r.constraints;
+    const checks = (xs: ConstraintCheck[]) => xs.map((x) => `${x.constraint} ${x.ok ? 'kept' : 'BROKEN'} (${x.detail})`).join('; ');
+    lines.push('', `constraints (${c.names.join(', ')}; src/sim/README.md, "Tuning"): ${c.checked} weight sets checked, ${c.rejected.length} not admissible`);
+    lines.push(`  defaults: ${checks(c.defaults)}`);
+    lines.push(`  tuned:    ${checks(c.tuned)}`);
+    if (c.rejected.length > 0) {
+      lines.push(`  rejected (${SCORER_NAMES.join(',')}):`);
+      for (const x of c.rejected) lines.push(`    ${SCORER_NAMES.map((k) => x.weights[k]).join(',')}: ${x.failed.map((f) => `${f.constraint}: ${f.detail}`).join('; ')}`);
+    }
+  }
+  if (r.ship) lines.push('', `${r.ship.ship ? 'SHIP' : 'KEEP THE DEFAULTS'}: ${r.ship.reason}`);
   lines.push('', `weights: defaults ${SCORER_NAMES.map((k) => `${k} ${r.defaults[k]}`).join(', ')}`);
   lines.push(`         tuned    ${SCORER_NAMES.map((k) => `${k} ${r.tuned[k]}`).join(', ')}`);
   lines.push('', "paste into the pool's config (fitted to these inputs; see the out-of-sample rows before trusting it elsewhere):", r.yaml);

@@ -1,6 +1,7 @@
-// --tune: the minimax-regret objective on a hand-made case, and a whole search holding one generator out.
+// --tune: the minimax-regret objective on a hand-made case, and a whole search holding one generator out
+// under a constraint (affinity), starting from prefix 6: the first move, prefix 12, breaks it.
 import t from 'tap';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { simulateMain } from '../../src/sim/cli.js';
@@ -44,7 +45,9 @@ t.test('minimax regret: relative regrets, worst case first, then the mean, ties 
 t.test('--tune holding one generator out: the held-out figures, never worse in sample, deterministic', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'infergate-tune-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const argsFor = (json: string) => ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--json', json];
+  const config = join(dir, 'prefix6.yaml');
+  writeFileSync(config, 'auth: { mode: none, allow_unauthenticated: true }\nmodels: [{ name: m, pool: p }]\npools: { p: { endpoints: ["127.0.0.1:1"], scoring: { prefix: 6 } } }\n');
+  const argsFor = (json: string) => ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--tune-constraints', 'affinity', '--config', config, '--json', json];
   const run = async (json: string, extra: string[] = []) => {
     let out = '';
     let err = '';
@@ -73,6 +76,21 @@ t.test('--tune holding one generator out: the held-out figures, never worse in s
   t.match(a.out, /held out\s+defaults good\/s\s+tuned good\/s\s+best found/);
   t.match(a.out, /scoring:\n  prefix: [\d.]+\n  queue: /, 'a block to paste into a config');
   t.match(a.err, /tune without multi-turn: candidate \d+\/5/, 'progress on stderr');
+
+  // the constraint: prefix 12 (the first sweep's first move) keeps a request on the holder although the
+  // other endpoint is far less loaded, so it is rejected, listed, never run, and the chosen weights keep it
+  const c0 = r.constraints;
+  t.strictSame(c0.names, ['affinity']);
+  t.ok(c0.defaults.every((x: { ok: boolean }) => x.ok), 'the defaults keep it');
+  t.ok(c0.tuned.every((x: { ok: boolean }) => x.ok), 'the tuned weights keep it');
+  t.equal(r.defaults.prefix, 6, 'the search starts from the config');
+  const heavy = c0.rejected.find((x: { weights: { prefix: number } }) => x.weights.prefix === 12);
+  t.ok(heavy, 'prefix 12 is rejected');
+  t.equal(heavy.failed[0].constraint, 'affinity');
+  t.not(r.tuned.prefix, 12);
+  t.match(a.out, /constraints \(affinity; src\/sim\/README\.md, "Tuning"\): \d+ weight sets checked, [1-9]\d* not admissible/);
+  t.match(a.out, /rejected \(prefix,queue,running,kv_cache,lora,load\):\n    12,2,1,2,1,2: affinity: not as promised: /);
+  t.match(a.err, /candidate 2\/5: 12,2,1,2,1,2 not admissible \(affinity: /, 'the rejection in the progress lines');
 
   const b = await run(join(dir, 'b.json'));
   t.equal(readFileSync(join(dir, 'b.json'), 'utf8'), readFileSync(join(dir, 'a.json'), 'utf8'), 'same inputs and seed: the same report');
@@ -111,4 +129,7 @@ t.test('--tune usage errors', async (t) => {
   err = '';
   t.equal(await simulateMain(['--tune', '--generate', 'rag', '--replicas', '2'], io), 2);
   t.match(err, /it does not take --replicas/);
+  err = '';
+  t.equal(await simulateMain(['--tune', '--generate', 'rag', '--tune-constraints', 'priority,fast'], io), 2);
+  t.match(err, /--tune-constraints takes priority, affinity \(comma-separated\) or none, not "fast"/);
 });
