@@ -7,9 +7,18 @@ import { DEFAULT_WEIGHTS, type ScoringWeights } from '../../src/routing/index.js
 import { checkConstraint, parseConstraints, PRIORITY_LIMIT } from '../../src/sim/tune-constraints.js';
 
 const setup = { pool: {}, profile: {} };
-const w = (o: Partial<ScoringWeights>): ScoringWeights => ({ ...DEFAULT_WEIGHTS, ...o });
+/** the weights before the constrained search: the boundaries below are probed around them, whatever ships */
+const BASE: ScoringWeights = { prefix: 3, queue: 2, running: 1, kv_cache: 2, lora: 1, load: 2 };
+const w = (o: Partial<ScoringWeights>): ScoringWeights => ({ ...BASE, ...o });
 
-t.test('priority (issue #16): the shipped weights keep it, queue 0 / kv_cache 1 breaks it', async (t) => {
+t.test('the shipped weights keep every constraint', async (t) => {
+  for (const c of ['priority', 'affinity'] as const) {
+    const d = checkConstraint(c, { ...DEFAULT_WEIGHTS }, setup);
+    t.ok(d.ok, `${c}: ${d.detail}`);
+  }
+});
+
+t.test('priority (issue #16): the earlier weights keep it, queue 0 / kv_cache 1 breaks it', async (t) => {
   const d = checkConstraint('priority', w({}), setup);
   t.equal(d.constraint, 'priority');
   t.ok(d.ok, d.detail);

@@ -46,7 +46,7 @@ t.test('--tune holding one generator out: the held-out figures, never worse in s
   const dir = mkdtempSync(join(tmpdir(), 'infergate-tune-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const config = join(dir, 'prefix6.yaml');
-  writeFileSync(config, 'auth: { mode: none, allow_unauthenticated: true }\nmodels: [{ name: m, pool: p }]\npools: { p: { endpoints: ["127.0.0.1:1"], scoring: { prefix: 6 } } }\n');
+  writeFileSync(config, 'auth: { mode: none, allow_unauthenticated: true }\nmodels: [{ name: m, pool: p }]\npools: { p: { endpoints: ["127.0.0.1:1"], scoring: { prefix: 6, queue: 2, running: 1, kv_cache: 2, lora: 1, load: 2 } } }\n');
   const argsFor = (json: string) => ['--tune', '--tune-inputs', 'shared-prefix,no-sharing,multi-turn', '--requests', '120', '--endpoints', '4', '--tune-scales', '1,2,4', '--tune-budget', '5', '--holdout', 'multi-turn', '--tune-constraints', 'affinity', '--config', config, '--json', json];
   const run = async (json: string, extra: string[] = []) => {
     let out = '';
