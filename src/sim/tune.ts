@@ -135,7 +135,14 @@ export interface TuneReport {
 }
 
 /** The rule for "beats the defaults out of sample" (leave-one-out). */
-export const OUT_OF_SAMPLE_RULE = "the tuned weights' worst held-out regret is below the defaults' and their mean held-out goodput change is above 0";
+export const OUT_OF_SAMPLE_RULE = "the tuned weights' worst held-out regret is below the defaults' by more than half a point and their mean held-out goodput change is above +0.5%";
+
+/**
+ * How much better out of sample counts as better: smaller differences are ties, and a tie keeps the
+ * defaults. At 500 requests per input a change of weights moves goodput by a few tenths of a percent either
+ * way on inputs it does not help (seen: +0.04% out of sample turning into -5.7% on the full trace).
+ */
+export const OUT_OF_SAMPLE_MARGIN = 0.005;
 
 type Point = ScoringWeights;
 const keyOf = (p: Point) => SCORER_NAMES.map((k) => p[k]).join(',');
@@ -438,7 +445,7 @@ async function searchAll(opts: TuneOptions, setup: RunSetup, ev: Evaluator, budg
     const mean = changes.reduce((a, b) => a + b, 0) / changes.length;
     const worst = Math.min(...changes);
     const regret = { defaults: Math.max(...holdoutRows.map((r) => r.defaults_regret)), tuned: Math.max(...holdoutRows.map((r) => r.tuned_regret)) };
-    const beats = regret.tuned < regret.defaults && mean > 0;
+    const beats = regret.tuned < regret.defaults - OUT_OF_SAMPLE_MARGIN && mean > OUT_OF_SAMPLE_MARGIN;
     report.out_of_sample = {
       mean_change: round(mean, 4),
       worst_change: worst,

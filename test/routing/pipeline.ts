@@ -63,7 +63,7 @@ const byName = (name: string) => SCORERS.find((s) => s.name === name)!;
 t.test('the registry: unique names, the schema defaults, append-only order', async (t) => {
   t.equal(new Set(SCORER_NAMES).size, SCORERS.length);
   t.strictSame([...SCORER_NAMES], ['prefix', 'queue', 'running', 'kv_cache', 'lora', 'load']);
-  t.strictSame({ ...DEFAULT_WEIGHTS }, { prefix: 3, queue: 2, running: 1, kv_cache: 0, lora: 0.5, load: 2 });
+  t.strictSame({ ...DEFAULT_WEIGHTS }, { prefix: 3, queue: 2, running: 1, kv_cache: 2, lora: 1, load: 2 });
 });
 
 t.test('filters: excluded and ejected out; all ejected → used anyway; adapters', async (t) => {

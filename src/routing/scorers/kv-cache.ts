@@ -6,7 +6,7 @@ import type { Scorer } from './scorer.js';
 
 export const kvCacheScorer: Scorer<'kv_cache'> = {
   name: 'kv_cache',
-  defaultWeight: 0,
+  defaultWeight: 2,
   appliesTo: (t) => t.freshCount > 0,
   score(t, w, sum) {
     const n = t.n;

@@ -7,7 +7,7 @@ import type { Scorer } from './scorer.js';
 
 export const loraScorer: Scorer<'lora'> = {
   name: 'lora',
-  defaultWeight: 0.5,
+  defaultWeight: 1,
   appliesTo: (t) => t.adapter !== null,
   score(t, w, sum) {
     const n = t.n;
