@@ -3,7 +3,8 @@
 // ahead of a new request grows. The pool refuses once every endpoint has more of that work ahead than the
 // bound, in time at the speed observed there; a burst into idle pods is still admitted.
 import t from 'tap';
-import { Router, type EndpointSignals, type PickResult, type Ticket } from '../../src/routing/index.js';
+import { seq, ok } from '../helpers/routing.js';
+import { Router, type EndpointSignals } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
   waiting: 0, running: 0, kvUsage: 0.1, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
@@ -11,16 +12,6 @@ const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
 const EPS = ['a:1', 'b:1'];
 // distinct openings: no prompt shares a prefix block with another
 const req = (tag: string, tokens: number) => ({ model: 'm', promptText: `${tag}: summarise the report. `.repeat(8), promptTokens: tokens });
-
-function seq(seed = 1) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
-}
-
-function ok(r: PickResult): Ticket {
-  if (r.kind !== 'ok') throw new Error(`expected ok, got ${r.kind}`);
-  return r.ticket;
-}
 
 /** A pool of two whose prefill speed has been observed on both: 4000 tokens in 1000 ms, 4 tokens per ms. */
 function warmPool(maxBacklog: string | number = '1500ms'): Router {

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { seq } from '../helpers/routing.js';
 import { Router, hashPrefixBlocks, poolOptions } from '../../src/routing/index.js';
 import { configSchema } from '../../src/config/schema.js';
 import { routerConfig } from '../../src/config/routing.js';
@@ -7,11 +8,6 @@ import { portable } from '../../src/routing/hash.js';
 const sig = (o: Partial<{ waiting: number; running: number; kvUsage: number }> = {}) => ({
   waiting: 0, running: 0, kvUsage: 0, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
 });
-
-function seq(seed = 1) {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
-}
 
 t.test('hashPrefixBlocks: whole blocks, chained, salted', async (t) => {
   const a = hashPrefixBlocks('a'.repeat(200), 64, 'm1', 256);

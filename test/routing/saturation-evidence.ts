@@ -4,7 +4,8 @@
 // queue test still counts what the backlog does not see: requests beyond the seats of a small batch, and
 // requests late for their first byte by more than the prefill they were expected to wait for.
 import t from 'tap';
-import { Router, type EndpointSignals, type PickResult, type Ticket } from '../../src/routing/index.js';
+import { seq, ok } from '../helpers/routing.js';
+import { Router, type EndpointSignals } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
   waiting: 0, running: 0, kvUsage: 0.2, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
@@ -15,16 +16,6 @@ const SYSTEM = 'You are a careful analyst of shipping manifests. '.repeat(640); 
 const withPrefix = (q: string) => ({ model: 'm', promptText: SYSTEM + q, promptTokens: Math.ceil((SYSTEM.length + q.length) / 4) });
 // distinct openings: no prompt shares a prefix block with another
 const plain = (tag: string, tokens: number) => ({ model: 'm', promptText: `${tag}: summarise the report. `.repeat(8), promptTokens: tokens });
-
-function seq(seed = 1) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
-}
-
-function ok(r: PickResult): Ticket {
-  if (r.kind !== 'ok') throw new Error(`expected ok, got ${r.kind}`);
-  return r.ticket;
-}
 
 /**
  * Two endpoints whose prefill speed and time to first byte have been observed: a 1600-token prompt's first

@@ -2,6 +2,7 @@
 // pods is admitted whatever its size relative to queue_depth; a scraped queue, in-flight work beyond a known
 // batch capacity and requests long past the endpoint's time to first byte still saturate.
 import t from 'tap';
+import { seq } from '../helpers/routing.js';
 import { Router, POLICY_NAMES, type EndpointSignals, type PickResult, type Ticket } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
@@ -10,11 +11,6 @@ const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
 const EPS = ['a:1', 'b:1'];
 const req = (i: number) => ({ model: 'm', promptText: `request ${i}: write an essay about the sea. `.repeat(20), promptTokens: 220 });
 const SAT = { queue_depth: 5, kv_cache: 0.8, retry_after: 'auto' as const };
-
-function seq(seed = 1) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
-}
 
 function idlePool(extra: Record<string, unknown> = {}): Router {
   const r = Router.fromPool('p', { saturation: SAT, ...extra }, EPS, { random: seq(3) });

@@ -1,13 +1,10 @@
 import t from 'tap';
+import { seq } from '../helpers/routing.js';
 import { Router, PrefixIndex, hashPrefixBlocks, type EndpointSignals, type Ticket } from '../../src/routing/index.js';
 
 const sig = (o: Partial<EndpointSignals> = {}): EndpointSignals => ({
   waiting: 0, running: 0, kvUsage: 0.1, loraRunning: [], loraWaiting: [], maxLoras: 0, ...o,
 });
-function seq(seed = 1) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
-}
 const EPS = ['e0:1', 'e1:1', 'e2:1', 'e3:1'];
 const SYSTEM = 'You are a helpful assistant. '.repeat(600); // ~17k chars
 const req = (suffix: string, model = 'm') => ({ model, promptText: SYSTEM + suffix, promptTokens: Math.ceil((SYSTEM.length + suffix.length) / 4) });
