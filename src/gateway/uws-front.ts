@@ -219,21 +219,19 @@ export class Front {
     const app = this.sslApp(tls);
     for (const install of this.routes) install(app);
     const address = this.address;
-    if (this.socket !== undefined && address !== undefined) {
+    const old = this.socket;
+    if (old !== undefined && address !== undefined) {
       let socket: us_listen_socket | undefined;
       listenShared(app, address.host, address.port, (s) => {
         if (s) socket = s;
       });
       if (socket === undefined) throw new Error(`listen.tls: the new certificate's listener could not join ${address.host}:${address.port}`);
-      const old = this.socket;
       this.socket = socket;
-      this.retired.push(this.app);
-      this.app = app;
-      return new Promise((resolve) => this.retireSoon(old, resolve));
     }
     this.retired.push(this.app);
     this.app = app;
-    return Promise.resolve();
+    if (old === undefined || address === undefined) return Promise.resolve();
+    return new Promise((resolve) => this.retireSoon(old, resolve));
   }
 
   /**
