@@ -8,6 +8,7 @@
  *   mock      SSE events/s one `infergate mock --count K` process emits, and its CPU → DIR/mock.json
  *   quota     tenant-quota admission cost, in memory and on a local redis-server   → DIR/quota.json
  *   reliability  attacker classes, overload, soak and body-parsing cost against a real gateway → DIR/reliability.json
+ *   sim-targets  issue #17's overload targets in the simulator, per workload, rate scale and seed → DIR/sim-targets.json
  * `--out DIR` (default bench-out/). See native-bench/README.md.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -60,6 +61,10 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   reliability: {
     usage: 'reliability [--quick] [--cases 40] [--overload-s 60] [--soak-s 600] [--offered 4] [--heavy 2] [--out DIR]',
     options: { quick: flag, cases: str, 'overload-s': str, 'soak-s': str, offered: str, heavy: str, out: str },
+  },
+  'sim-targets': {
+    usage: 'sim-targets [--seeds 1,2,3] [--only trace,no-sharing,...] [--trace FILE] [--config FILE] [--out DIR]',
+    options: { seeds: str, only: str, trace: str, config: str, out: str },
   },
   // internal: started by the scenarios above as child processes
   'picker-child': { usage: '', options: { endpoints: str, blocks: str, 'prompt-chars': str, picks: str, policy: str }, hidden: true },
@@ -124,6 +129,10 @@ async function main(): Promise<void> {
     case 'streams': {
       const { runStreams } = await import('./streams.js');
       return runStreams(opts);
+    }
+    case 'sim-targets': {
+      const { runSimTargets } = await import('./sim-targets.js');
+      return runSimTargets(opts);
     }
     case 'picker': {
       const { runPicker } = await import('./picker.js');

@@ -14,7 +14,7 @@ import { renderReport, type ReportPolicy } from '../report/report.js';
 import { REPLICA_SHARES, type ReplicaOptions, type ReplicaShare } from './router-policy.js';
 import { sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
-import { checkTargets, formatTargets } from './targets.js';
+import { checkOverloadTargets, checkTargets, formatOverloadTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
 import { formatTuneReport, tune, type TuneInput } from './tune.js';
 import { parseConstraints, type TuneConstraint } from './tune-constraints.js';
@@ -77,7 +77,8 @@ Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
   --html FILE               a self-contained HTML report: a verdict (which policy has the most goodput at
                             the first SLO), the figures with best/worst marked, the offered-TTFT CDF
-  --targets                 check the routing-quality targets on each result
+  --targets                 check the routing-quality targets and the overload targets (src/sim/README.md)
+                            on each result
   --tune                    search the scored policy's scorer weights for the most goodput at the first
                             SLO (--slo-ttft, --slo-itl) over --tune-scales and --tune-inputs, choosing the
                             weights with the smallest worst-case regret; prints a table per input and a
@@ -363,7 +364,7 @@ async function run(argv: string[], io: SimIo): Promise<number> {
     results.push(res);
     io.out(formatTable(res));
     io.out(formatClasses(res.runs));
-    if (values.targets) io.out(formatTargets(checkTargets(res)));
+    if (values.targets) io.out(formatTargets(checkTargets(res)) + formatOverloadTargets(checkOverloadTargets(res)));
     if (scales.length > 1) io.out('\n');
   }
   io.out(TABLE_LEGEND);

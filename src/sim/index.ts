@@ -21,7 +21,7 @@ export {
   TRACE_BLOCK_TOKENS,
   TRACE_BLOCK_CHARS,
 } from './trace.js';
-export { checkTargets, formatTargets } from './targets.js';
+export { checkOverloadTargets, checkTargets, formatOverloadTargets, formatTargets, OVERLOAD_MAX_ORACLE_SHED } from './targets.js';
 export type { TargetReport, TargetCheck } from './targets.js';
 export { tune, formatTuneReport, OUT_OF_SAMPLE_RULE } from './tune.js';
 export { minimaxPick, regrets, admissible } from './tune-objective.js';
