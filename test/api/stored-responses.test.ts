@@ -11,9 +11,10 @@ import t from 'tap';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { request } from 'undici';
+import { stringify } from 'yaml';
 import OpenAI from 'openai';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { gatewayConfig, metric, scrape, startGateway, startMocks } from '../e2e/support.js';
+import { gatewayConfig, metric, runCli, scrape, startGateway, startMocks, until } from '../e2e/support.js';
 import { tempDir } from '../helpers/process.js';
 
 // decode-ms 5000: a background answer of 20 tokens would take 100 s, so it is still running when cancelled
@@ -62,7 +63,7 @@ t.test('retrieve: each answer is fetched from the one server of three that store
   const before = await stored('retrieve', 'pinned');
   for (const a of answers) {
     const r = await call(`${gw.url}/v1/responses/${a.id}`, 'GET');
-    t.equal(r.status, 200, r.text);
+    t.equal(r.status, 200, `retrieve ${a.id}`);
     t.equal(r.headers['x-infergate-endpoint'], a.endpoint, `${a.id} from the server that stored it`);
     t.same(r.json(), a.body, 'the stored answer as it was made');
     const other = mocks.endpoints.find((e) => e !== a.endpoint)!;
@@ -93,7 +94,7 @@ t.test('cancel: a running background answer is cancelled on its server; a finish
   t.equal(bg.body.status, 'queued');
   const before = await stored('cancel', 'pinned');
   const r = await call(`${gw.url}/v1/responses/${bg.id}/cancel`, 'POST');
-  t.equal(r.status, 200, r.text);
+  t.equal(r.status, 200, 'cancelled');
   t.equal(r.headers['x-infergate-endpoint'], bg.endpoint);
   t.match(r.json(), { id: bg.id, status: 'cancelled' });
   t.equal((await client.responses.retrieve(bg.id)).status, 'cancelled', 'a retrieve sees it cancelled');
@@ -131,6 +132,13 @@ t.test('an id the gateway did not relay: 404 from the gateway, no server asked',
   t.ok(err instanceof OpenAI.NotFoundError, 'the SDK sees NotFoundError');
   t.same(await seen(), before, 'no server was asked');
   t.equal((await stored('retrieve', 'unknown')) - unknownBefore, 3);
+
+  const off = await startGateway(gatewayConfig(mocks.endpoints, { over: { response_affinity: { max_entries: 0 } } }));
+  t.teardown(() => off.stop());
+  const a = await made('not remembered', {}, off.url);
+  const r = await call(`${off.url}/v1/responses/${a.id}`, 'GET');
+  t.equal(r.status, 404, 'response_affinity off: every retrieve is the 404');
+  t.match(r.json().error.message, /does not remember relayed responses \(response_affinity.max_entries is 0\)/);
 });
 
 t.test('a malformed id: 400 from the gateway, no server asked; DELETE is no route', async (t) => {
@@ -214,4 +222,28 @@ t.test('with JWT auth: no token 401 like every /v1 route; only the tenant that m
   const own = await call(`${jwtGw.url}/v1/responses/${a.id}`, 'GET', alice);
   t.equal(own.status, 200, 'its own tenant retrieves it');
   t.equal(own.headers['x-infergate-endpoint'], a.endpoint);
+});
+
+t.test('the storing server removed by a reload: 502 without asking any server', async (t) => {
+  const dir = tempDir();
+  const file = join(dir, 'gateway.yaml');
+  writeFileSync(file, stringify(gatewayConfig(mocks.endpoints)));
+  const proc = runCli(['serve', '--config', file]);
+  t.teardown(() => proc.kill('SIGTERM'));
+  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
+  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  const a = await made('soon orphaned', {}, url);
+  writeFileSync(file, stringify(gatewayConfig(mocks.endpoints.filter((e) => e !== a.endpoint))));
+  proc.child.kill('SIGHUP');
+  await until(async () => metric(await scrape(adminUrl), 'infergate_config_reloads_total', { result: 'success' }) >= 1, 20_000, 'the reload');
+  await until(async () => {
+    const r = await request(`${adminUrl}/debug/pools`);
+    return !JSON.stringify(await r.body.json()).includes(a.endpoint);
+  }, 10_000, 'the storing server out of the pool');
+  const before = await seen();
+  const r = await call(`${url}/v1/responses/${a.id}`, 'GET');
+  t.equal(r.status, 502);
+  t.match(r.json(), { error: { code: 'upstream_unavailable' } });
+  t.same(await seen(), before, 'no server asked (another could only say not-found)');
+  t.equal(await stored('retrieve', 'gone', adminUrl), 1, 'counted as gone');
 });
