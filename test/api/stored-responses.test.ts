@@ -30,12 +30,15 @@ async function call(url: string, method: 'GET' | 'POST' | 'DELETE', headers: Rec
   return { status: r.statusCode, headers: r.headers, text, json: () => JSON.parse(text) as Record<string, any> };
 }
 
-/** How many requests each mock has seen (GET /mock/requests keeps the last 64), per endpoint. */
-async function seen(): Promise<number[]> {
-  const out: number[] = [];
+/**
+ * The requests each mock has seen, per endpoint (GET /mock/requests: the last 64, each with its
+ * x-request-id): a request that reaches a mock changes its list, even once the list is full.
+ */
+async function seen(): Promise<string[]> {
+  const out: string[] = [];
   for (const ep of mocks.endpoints) {
     const r = await request(`http://${ep}/mock/requests`);
-    out.push(((await r.body.json()) as { requests: unknown[] }).requests.length);
+    out.push(JSON.stringify(((await r.body.json()) as { requests: unknown[] }).requests));
   }
   return out;
 }
