@@ -166,6 +166,13 @@ t.test('a malformed id: 400 from the gateway, no server asked; DELETE is no rout
   const del = await call(`${gw.url}/v1/responses/resp_x`, 'DELETE');
   t.equal(del.status, 404, 'DELETE: not a route (vLLM has none)');
   t.match(del.json().error, { code: 'not_found' });
+  const wrong = await call(`${gw.url}/v1/responses/resp_x/cancel`, 'GET');
+  t.equal(wrong.status, 405, 'GET on a cancel path: 405');
+  t.equal(wrong.headers.allow, 'POST, OPTIONS');
+  const options = await request(`${gw.url}/v1/responses/resp_x`, { method: 'OPTIONS' });
+  await options.body.dump();
+  t.equal(options.statusCode, 204, 'OPTIONS on a retrieve path');
+  t.equal(options.headers.allow, 'GET, OPTIONS');
   const nested = await call(`${gw.url}/v1/responses/resp_x/other`, 'GET');
   t.equal(nested.status, 404, 'a deeper path is no route');
   t.same(await seen(), before, 'no server was asked');
