@@ -15,7 +15,7 @@ export interface Decision {
   outcome: 'ok' | 'saturated' | 'unavailable';
   endpoint?: string;
   /** why the endpoint was chosen over the policy: the answer the request continues is stored there */
-  pinned_by?: 'previous_response_id';
+  pinned_by?: 'previous_response_id' | 'response_id';
   /** 1 for the first try, 2… for retries on another endpoint */
   attempt: number;
   explain?: PickExplain;

@@ -36,7 +36,7 @@ import { Deadlines, type Deadline, type DeadlineOwner } from './deadlines.js';
 import { dispatchTry, isTimeout, isTlsFailure, type UpstreamListener } from './upstream.js';
 import { priorityOf, trustedPriorityHeader, type QueueMember } from './flow.js';
 import { retryableStatus, retryReasonOf, type RetryBudget, type RetryReason } from './retry.js';
-import { previousResponseId, ResponseIdReader } from './response-affinity.js';
+import { previousResponseId, ResponseIdWatch, storedQueryProblem, storedResponseId, wantsStream, type StoredOp } from './response-affinity.js';
 
 /**
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
@@ -124,8 +124,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** a Responses API request's previous_response_id, and the endpoint that served that answer if known */
   private previousId: string | undefined;
   preferEndpoint: string | undefined;
+  /** a retrieve or cancel is pinned by the response id in its path */
+  get pinnedBy(): 'response_id' | undefined {
+    return this.stored === undefined ? undefined : 'response_id';
+  }
   /** reads the id of a Responses API answer as it passes, to remember its endpoint (response-affinity.ts) */
-  private responseIds: ResponseIdReader | undefined;
+  private responseIds: ResponseIdWatch | undefined;
+  /** a retrieve or cancel of a stored answer: its id (from the path) and the query string passed on */
+  private storedId = '';
+  private readonly query: string;
   private learnsResponseId = false;
   /** the current try went to the endpoint previous_response_id pinned (no retry elsewhere) */
   private pinnedTry = false;
@@ -183,6 +190,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     readonly client: ClientSide,
     req: ClientRequest,
     private readonly kind: ApiKind,
+    /** a call on a stored Responses API answer (`kind` is then 'responses'): no body is read */
+    private readonly stored?: StoredOp,
   ) {
     const facts = readRequest(req, ctx.stickyHeaders, randomUUID);
     this.requestId = facts.requestId;
@@ -192,6 +201,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.corsHeaders = ctx.cors?.actual(facts.origin) ?? [];
     this.method = req.method.toUpperCase();
     this.path = req.url;
+    this.query = req.query;
     this.peer = req.peer;
     const trusted = ctx.isTrustedProxy(req.peer);
     this.forwardedFor = trusted ? facts.forwarded['x-forwarded-for'] : undefined;
@@ -237,6 +247,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   /** The body is checked and the token verified: the token's models, then the other checks. */
   private admit(): void {
+    if (this.stored !== undefined && !this.resolveStored()) return;
     this.priority = priorityOf(this.identity, this.ctx.config.tenants, this.headerPriority);
     this.classified = true;
     const verdict = this.ctx.admission.admit({
@@ -331,6 +342,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   onBody(raw: Buffer): void {
     if (this.phase !== 'body') return;
+    if (this.stored !== undefined) {
+      this.storedCall();
+      return;
+    }
     const checked = checkBody(this.kind, raw, this.ctx.config.limits.max_json_depth);
     if ('error' in checked) {
       this.reject(checked.error);
@@ -382,10 +397,76 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     if (this.identity) this.admit(); // else the verification, when it ends, admits
   }
 
+  // ---------------------------------------------------------------- a stored Responses API answer
+
+  /**
+   * A retrieve or cancel (its body, if any, is not read): the id in the path and the query string checked
+   * (400), then admission once the token is verified. Which pool and endpoint is known only from the
+   * remembered answer, looked up after the token (resolveStored), so a client without a valid token learns
+   * nothing of which ids exist.
+   */
+  private storedCall(): void {
+    const id = storedResponseId(this.path, this.stored!);
+    if (typeof id !== 'string') {
+      this.reject(id);
+      return;
+    }
+    const bad = storedQueryProblem(this.query);
+    if (bad) {
+      this.reject(bad);
+      return;
+    }
+    this.storedId = id;
+    this.streamRequested = this.stored === 'retrieve' && wantsStream(this.query);
+    this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
+    this.phase = 'admission';
+    if (this.identity) this.admit();
+  }
+
+  /**
+   * The remembered answer's pool, model and endpoint, or a 404 without asking any server: an id this
+   * gateway did not relay, has forgotten, relayed for another tenant, or whose pool a reload removed.
+   */
+  private resolveStored(): boolean {
+    const affinity = this.ctx.responseAffinity;
+    const served = affinity.lookup(this.storedId);
+    if (served === undefined || served.tenant !== this.tenant || !Object.hasOwn(this.ctx.config.pools, served.pool)) {
+      this.ctx.metrics.storedResponseCalls.inc({ pool: '', op: this.stored!, outcome: 'unknown' });
+      this.reject(errors.responseNotRelayed(this.storedId, affinity.enabled));
+      return false;
+    }
+    this.modelLabel = served.model;
+    this.forwardModel = served.target;
+    this.pool = served.pool;
+    this.poolCfg = this.ctx.config.pools[served.pool];
+    this.preferEndpoint = served.endpoint;
+    return true;
+  }
+
+  /**
+   * A stored answer's only try: its endpoint, picked while it is in the pool and not ejected (no queue, no
+   * saturation: only that server holds the answer), else the 502 a pinned try that fails gets.
+   */
+  private tryStored(): void {
+    const pick = choose(this.ctx, this, undefined, false);
+    if (pick.kind === 'ok' && pick.pinned) {
+      this.ctx.metrics.storedResponseCalls.inc({ pool: this.pool, op: this.stored!, outcome: 'pinned' });
+      this.send(pick);
+      return;
+    }
+    if (pick.kind === 'ok') this.ctx.router.onEnd(pick.ticket, Date.now(), 'aborted'); // another server: not sent
+    this.ctx.metrics.storedResponseCalls.inc({ pool: this.pool, op: this.stored!, outcome: 'gone' });
+    this.fail(errors.upstreamUnavailable());
+  }
+
   // ---------------------------------------------------------------- tries
 
   /** First try, or a retry after a failure before the first byte: pick (excluding failed endpoints) and send. */
   private tryNext(): void {
+    if (this.stored !== undefined) {
+      this.tryStored();
+      return;
+    }
     const first = this.attempts === 0;
     if (first && this.ctx.flow.mustQueue(this)) {
       this.waitInQueue(undefined); // others of its class or higher wait already: never overtake them
@@ -448,7 +529,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.answerTimer?.cancel();
       this.answerTimer = deadlines.add(limits.response_timeout, this, this.attemptId + 1);
     }
-    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0);
+    const target = this.stored === undefined ? undefined : storedTarget(this.stored, this.storedId, this.query);
+    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0, target);
   }
 
   /**
@@ -558,8 +640,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     this.phase = 'streaming';
     this.relay = new Relay(this, statusCode, headers, this.streamRequested, this.ctx.config.limits.client_stall_timeout, this.ctx.config.debug_headers);
-    if (statusCode < 300) this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse);
-    if (statusCode < 300 && this.learnsResponseId) this.responseIds = new ResponseIdReader(this.relay.sse);
+    // (a stored answer's usage is not charged again: it was when the answer was made)
+    if (statusCode < 300 && this.stored === undefined) {
+      if (this.learnsResponseId) this.responseIds = new ResponseIdWatch();
+      this.answerUsage = new AnswerUsage(this.usageMode, this.relay.sse, this.responseIds);
+    }
   }
 
   onUpstreamData(chunk: Buffer): void {
@@ -573,7 +658,6 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       series.ttft.observe((now - this.started) / 1000);
       relay.itl = series.itl;
     }
-    this.responseIds?.push(chunk); // reads as it passes: nothing is held back
     const out = this.answerUsage ? this.answerUsage.data(chunk) : chunk;
     if (out.length > 0) relay.data(out);
   }
@@ -589,7 +673,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       if (u) this.lease.reconcile(u.promptTokens, u.completionTokens);
     }
     const id = this.responseIds?.id;
-    if (id !== undefined) this.ctx.responseAffinity.remember(id, this.pool, this.endpoint);
+    if (id !== undefined) {
+      this.ctx.responseAffinity.remember(id, { pool: this.pool, endpoint: this.endpoint, model: this.modelLabel, target: this.forwardModel, tenant: this.tenant });
+    }
     relay.end();
     this.finish(relay.status, relay.status < 500 ? 'ok' : 'error');
   }
@@ -805,4 +891,10 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     recordExchange(this.ctx, this, code);
     this.ctx.onExchangeDone(this);
   }
+}
+
+/** The upstream method and path of a call on a stored answer (the id re-encoded; the query as the client sent it). */
+function storedTarget(op: StoredOp, id: string, query: string): { method: 'GET' | 'POST'; path: string } {
+  const path = `/v1/responses/${encodeURIComponent(id)}${op === 'cancel' ? '/cancel' : ''}`;
+  return op === 'cancel' ? { method: 'POST', path } : { method: 'GET', path: query === '' ? path : `${path}?${query}` };
 }

@@ -26,6 +26,8 @@ export interface PickTarget {
   readonly attempts: number;
   /** the endpoint that stored the answer this request continues (previous_response_id), if known */
   readonly preferEndpoint: string | undefined;
+  /** what made preferEndpoint (for the debug log and /debug/decisions): a follow-up's previous_response_id by default */
+  readonly pinnedBy?: 'previous_response_id' | 'response_id';
 }
 
 /**
@@ -48,7 +50,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
   if (requeue && pick.kind === 'saturated') return pick;
   if (pick.kind !== 'unavailable' && pick.explain) {
     if (debug) {
-      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint, pinned_by: pick.pinned ? 'previous_response_id' : undefined } : { decision: 'saturated' };
+      const decision = pick.kind === 'ok' ? { endpoint: pick.endpoint, pinned_by: pick.pinned ? target.pinnedBy ?? 'previous_response_id' : undefined } : { decision: 'saturated' };
       ctx.logger.debug({ req_id: target.requestId, pool, ...decision, explain: pick.explain }, 'pick');
     }
     if (pick.kind === 'ok') {
@@ -65,7 +67,7 @@ export function choose(ctx: GatewayContext, target: PickTarget, exclude: Set<str
       model: target.forwardModel,
       outcome: pick.kind,
       endpoint: pick.kind === 'ok' ? pick.endpoint : undefined,
-      pinned_by: pick.kind === 'ok' && pick.pinned ? 'previous_response_id' : undefined,
+      pinned_by: pick.kind === 'ok' && pick.pinned ? target.pinnedBy ?? 'previous_response_id' : undefined,
       attempt: target.attempts + 1,
       explain: pick.kind === 'unavailable' ? undefined : pick.explain,
     });

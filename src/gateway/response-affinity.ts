@@ -1,14 +1,18 @@
 /**
  * Responses API conversations (`response_affinity`): vLLM keeps a stored answer in the memory of the server
- * that made it, so a follow-up naming it in `previous_response_id` must reach that server; any other answers
- * 404. The gateway learns each relayed answer's id with the endpoint that served it (ResponseIdReader reads
- * the id as the answer passes: no byte is held back) in a bounded LRU with a TTL, and a follow-up whose id
- * it knows is picked with that endpoint preferred (PickInput.prefer). An id it never saw, or one whose
- * endpoint is gone, is routed as any request (the server answers its not-found). The map is this
- * process's own: replicas (cluster.backend: redis) and `--workers` do not share it.
+ * that made it, so a follow-up naming it in `previous_response_id`, and a retrieve or cancel of it
+ * (`GET /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`), must reach that server; any other answers
+ * 404. The gateway learns each relayed answer's id with the endpoint that served it (ResponseIdWatch reads
+ * the id from what the answer's usage reader keeps or frames: no byte is held back) in a bounded LRU with
+ * a TTL. A follow-up whose id it knows is picked with that endpoint preferred (PickInput.prefer); an id it
+ * never saw, or one whose endpoint is gone, is routed as any request (the server answers its not-found).
+ * A retrieve or cancel goes to the remembered endpoint only; an id the gateway does not know is answered
+ * 404 by the gateway itself. The map is this process's own: replicas (cluster.backend: redis) and
+ * `--workers` do not share it.
  */
 import { LRUCache } from 'lru-cache';
 import { errors, type ApiError } from '../openai/errors.js';
+import { topLevelSpan, type AnswerHooks } from '../openai/usage.js';
 
 /** The longest `previous_response_id` accepted (vLLM's are `resp_` + 32 hex digits; OpenAI's are shorter). */
 export const MAX_RESPONSE_ID_CHARS = 256;
@@ -19,9 +23,15 @@ export interface ResponseAffinityConfig {
   ttl: number;
 }
 
-interface Served {
+/** What is remembered of a relayed answer. */
+export interface Served {
   readonly pool: string;
   readonly endpoint: string;
+  /** the model as the client named it, and as it was sent upstream (an alias resolved) */
+  readonly model: string;
+  readonly target: string;
+  /** the tenant whose request made it ('' with auth off): only it may retrieve or cancel the answer */
+  readonly tenant: string;
 }
 
 export class ResponseAffinity {
@@ -49,9 +59,14 @@ export class ResponseAffinity {
     return this.cache?.size ?? 0;
   }
 
-  /** An answer with this id was served by `endpoint` of `pool`. */
-  remember(id: string, pool: string, endpoint: string): void {
-    this.cache?.set(id, { pool, endpoint });
+  /** An answer with this id was served as `served` says. */
+  remember(id: string, served: Served): void {
+    this.cache?.set(id, served);
+  }
+
+  /** What is remembered of the answer `id`, if anything (a retrieve or a cancel of it). */
+  lookup(id: string): Served | undefined {
+    return this.cache?.get(id);
   }
 
   /** The endpoint of `pool` that served the answer `id`, if remembered (an id served in another pool: none). */
@@ -59,6 +74,16 @@ export class ResponseAffinity {
     const s = this.cache?.get(id);
     return s !== undefined && s.pool === pool ? s.endpoint : undefined;
   }
+}
+
+/** Why `v` is not a response id (a string of 1 to MAX_RESPONSE_ID_CHARS printable ASCII characters), or null. */
+function idProblem(v: string): string | null {
+  if (v.length === 0 || v.length > MAX_RESPONSE_ID_CHARS) return `must be 1 to ${MAX_RESPONSE_ID_CHARS} characters long`;
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) return 'may hold printable ASCII characters only';
+  }
+  return null;
 }
 
 /**
@@ -70,144 +95,87 @@ export function previousResponseId(body: Record<string, unknown>): string | unde
   const v = body.previous_response_id;
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string') return errors.invalidField('previous_response_id', 'The "previous_response_id" field must be a string.');
-  if (v.length === 0 || v.length > MAX_RESPONSE_ID_CHARS) {
-    return errors.invalidField('previous_response_id', `The "previous_response_id" field must be 1 to ${MAX_RESPONSE_ID_CHARS} characters long.`);
-  }
-  for (let i = 0; i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    if (c < 0x21 || c > 0x7e) return errors.invalidField('previous_response_id', 'The "previous_response_id" field may hold printable ASCII characters only.');
-  }
-  return v;
+  const problem = idProblem(v);
+  return problem === null ? v : errors.invalidField('previous_response_id', `The "previous_response_id" field ${problem}.`);
 }
 
-/** How far into an answer the id is looked for (it comes first in vLLM's and OpenAI's answers). */
-const MAX_SCAN_BYTES = 1 << 20;
-/** The deepest nesting followed (the id is at depth 1 or 2). */
-const MAX_DEPTH = 64;
+/** The calls on a stored answer: retrieve (`GET /v1/responses/{id}`) and cancel (`POST /v1/responses/{id}/cancel`). */
+export type StoredOp = 'retrieve' | 'cancel';
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COLON = 0x3a;
-const COMMA = 0x2c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
-/** Path of the id in a JSON answer (`{"id": …}`) and in a stream's events (`{"response": {"id": …}}`). */
-const JSON_PATH = ['id'];
-const SSE_PATH = ['response', 'id'];
+const RESPONSES_PREFIX = '/v1/responses/';
+const CANCEL_SUFFIX = '/cancel';
 
 /**
- * The id of a Responses API answer, read from its bytes as they pass (chunks split anywhere): a JSON
- * answer's top-level `id`, or in a stream the first event whose `response` object has one
- * (`response.created`). A state machine over the bytes that keeps no chunk: only the few bytes of a key
- * on the id's path and of the id itself. Outside a JSON object (SSE's `event:`/`data:` lines) only `{`
- * counts. It stops at the id, or after MAX_SCAN_BYTES; an id with escapes or non-ASCII bytes is not taken.
+ * The response id in the path of a retrieve or cancel (percent-decoded, as vLLM's server decodes it),
+ * checked as `previous_response_id` is; the error to answer (400, `param: response_id`) when it is not one.
  */
-export class ResponseIdReader {
+export function storedResponseId(path: string, op: StoredOp): string | ApiError {
+  let raw = path.startsWith(RESPONSES_PREFIX) ? path.slice(RESPONSES_PREFIX.length) : '';
+  if (op === 'cancel') raw = raw.endsWith(CANCEL_SUFFIX) ? raw.slice(0, -CANCEL_SUFFIX.length) : '';
+  let id = raw;
+  if (raw.includes('%')) {
+    try {
+      id = decodeURIComponent(raw); // throws on a bad escape or bytes that are not UTF-8
+    } catch {
+      return errors.invalidField('response_id', 'The response id in the path is not valid percent-encoded UTF-8.');
+    }
+  }
+  const problem = id.includes('/') ? 'may not hold "/"' : idProblem(id);
+  return problem === null ? id : errors.invalidField('response_id', `The response id in the path ${problem}.`);
+}
+
+/**
+ * The query string of a retrieve, passed on as it came (vLLM reads `stream` and `starting_after`), or the
+ * 400 to answer when it holds what a request line may not carry on (checked here: undici would refuse it).
+ */
+export function storedQueryProblem(query: string): ApiError | undefined {
+  for (let i = 0; i < query.length; i++) {
+    const c = query.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e || c === 0x23) return errors.invalidField('query', 'The query string may hold printable ASCII characters only (no "#").');
+  }
+  return undefined;
+}
+
+/** Whether a retrieve asks for the stored answer as a stream of events (`?stream=true`, as FastAPI reads a bool). */
+export function wantsStream(query: string): boolean {
+  if (query === '') return false;
+  const v = new URLSearchParams(query).get('stream');
+  return v !== null && /^(true|1|yes|on)$/i.test(v);
+}
+
+/** How much of a stream is looked at for the id (it is in the first event, `response.created`). */
+const MAX_WATCHED_BYTES = 1 << 20;
+
+/**
+ * Reads a Responses API answer's id through the hooks of the answer's usage reader (AnswerUsage in
+ * openai/usage.ts), which already keeps a JSON answer (up to 1 MiB) and frames a stream's events: a JSON
+ * answer's top-level `id`, or the `response.id` of a stream's first event that has one
+ * (`response.created`). An id that is not one a request could name (see previousResponseId) is not taken.
+ * A non-streamed answer over the kept size is not read (its follow-ups are routed as unknown ids).
+ */
+export class ResponseIdWatch implements AnswerHooks {
   /** the id, once read */
   id: string | undefined;
-  private readonly path: readonly string[];
-  private done = false;
-  private scanned = 0;
-  private depth = 0;
-  /** per depth (1-based): 1 object on the id's path, 0 any other object, 2 an array */
-  private readonly kinds: number[] = [0];
-  private inString = false;
-  private escaped = false;
-  /** the string being read is captured: 1 a key on the path, 2 the id */
-  private capture = 0;
-  private captured = '';
-  private captureBad = false;
-  /** in an object: the next string is a key */
-  private expectKey = false;
-  /** the last key read matched the path at this depth */
-  private keyMatched = false;
+  private watched = 0;
 
-  constructor(sse: boolean) {
-    this.path = sse ? SSE_PATH : JSON_PATH;
+  event(data: unknown, bytes: number): boolean {
+    this.watched += bytes;
+    const r = data !== null && typeof data === 'object' ? (data as { response?: unknown }).response : undefined;
+    const id = r !== null && typeof r === 'object' ? (r as { id?: unknown }).id : undefined;
+    if (typeof id === 'string' && idProblem(id) === null) this.id = id;
+    return this.id !== undefined || this.watched > MAX_WATCHED_BYTES;
   }
 
-  push(chunk: Buffer): void {
-    if (this.done) return;
-    const n = chunk.length;
-    for (let i = 0; i < n && !this.done; i++) {
-      const b = chunk[i];
-      if (this.inString) {
-        if (this.escaped) {
-          this.escaped = false;
-          continue;
-        }
-        if (b === BACKSLASH) {
-          this.escaped = true;
-          this.captureBad = true;
-        } else if (b === QUOTE) {
-          this.inString = false;
-          if (this.endString()) return;
-        } else if (this.capture !== 0) {
-          if (b >= 0x80 || this.captured.length >= MAX_RESPONSE_ID_CHARS) this.captureBad = true;
-          else this.captured += String.fromCharCode(b);
-        }
-        continue;
-      }
-      if (this.depth === 0) {
-        if (b === OPEN_BRACE) this.open(1);
-        continue;
-      }
-      if (b === QUOTE) this.startString();
-      else if (b === OPEN_BRACE) this.open(this.keyMatched && this.onPath() && this.depth < this.path.length ? 1 : 0);
-      else if (b === OPEN_BRACKET) this.open(2);
-      else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
-        this.depth--;
-        this.keyMatched = false;
-        this.expectKey = false;
-      } else if (b === COMMA) {
-        this.expectKey = this.kinds[this.depth] !== 2;
-        this.keyMatched = false;
-      } else if (b === COLON) this.expectKey = false;
+  whole(answer: Buffer): void {
+    const where = topLevelSpan(answer, 'id');
+    if (where?.span == null) return;
+    const [start, end] = where.span;
+    if (answer[start] !== 0x22) return; // not a string
+    try {
+      const id: unknown = JSON.parse(answer.toString('utf8', start, end));
+      if (typeof id === 'string' && idProblem(id) === null) this.id = id;
+    } catch {
+      // not JSON after all: no id
     }
-    this.scanned += n;
-    if (this.scanned > MAX_SCAN_BYTES) this.done = true;
-  }
-
-  private onPath(): boolean {
-    return this.kinds[this.depth] === 1;
-  }
-
-  private open(kind: number): void {
-    if (this.depth >= MAX_DEPTH) {
-      this.done = true; // no answer nests its id this deep: stop rather than keep a stack
-      return;
-    }
-    this.depth++;
-    this.kinds[this.depth] = kind;
-    this.expectKey = kind !== 2;
-    this.keyMatched = false;
-  }
-
-  private startString(): void {
-    this.inString = true;
-    this.captured = '';
-    this.captureBad = false;
-    if (this.expectKey) this.capture = this.onPath() ? 1 : 0;
-    else this.capture = this.keyMatched && this.onPath() && this.depth === this.path.length ? 2 : 0;
-  }
-
-  /** A string ended; true when it was the id (reading stops). */
-  private endString(): boolean {
-    const capture = this.capture;
-    this.capture = 0;
-    if (this.expectKey) {
-      this.keyMatched = capture === 1 && !this.captureBad && this.captured === this.path[this.depth - 1];
-      return false;
-    }
-    this.keyMatched = false;
-    if (capture === 2 && !this.captureBad && this.captured.length > 0) {
-      this.id = this.captured;
-      this.done = true;
-      return true;
-    }
-    return false;
   }
 }

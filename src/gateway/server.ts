@@ -370,6 +370,9 @@ export class Gateway implements GatewayContext {
     for (const kind of Object.keys(API_PATHS) as ApiKind[]) {
       front.post(API_PATHS[kind], maxBody, (client, req) => new Exchange(this.genCtx, client, req, kind));
     }
+    // calls on a stored Responses API answer, relayed to the server that stored it (response-affinity.ts)
+    front.relayedGet(RETRIEVE_PATH, (client, req) => new Exchange(this.genCtx, client, req, 'responses', 'retrieve'));
+    front.post(CANCEL_PATH, maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'responses', 'cancel'));
     const created = Math.floor(this.startedAt / 1000);
     const card = (id: string) => ({ id, object: 'model', created, owned_by: 'infergate' });
     /** The token's verdict, or the answer refusing it (401, counted). */
@@ -399,8 +402,9 @@ export class Gateway implements GatewayContext {
         auth.models.allows(id) && this.router.models().includes(id) ? jsonAnswer('200 OK', JSON.stringify(card(id))) : errorAnswer(errors.modelNotFound(id)),
       );
     });
+    // DELETE /v1/responses/{id} is OpenAI's, not vLLM's: no server behind the gateway could do it (404, as any unknown route)
     front.fallback((method, url, allow) =>
-      errorAnswer(allow !== undefined ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
+      errorAnswer(allow !== undefined && !(method === 'DELETE' && isRetrievePath(url)) ? errors.methodNotAllowed(method, url) : errors.routeNotFound(method, url)),
     );
   }
 
@@ -540,6 +544,15 @@ function keepDiscovered(cfg: Config, running: Config, router: Router): Config {
 
 const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
+
+/** A stored Responses API answer's routes (uWS parameters: one path segment each). */
+const RETRIEVE_PATH = '/v1/responses/:response_id';
+const CANCEL_PATH = '/v1/responses/:response_id/cancel';
+const RETRIEVE_URL = /^\/v1\/responses\/[^/]+$/;
+
+function isRetrievePath(url: string): boolean {
+  return RETRIEVE_URL.test(url);
+}
 
 const MODELS_PREFIX = '/v1/models/'.length;
 

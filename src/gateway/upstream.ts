@@ -49,10 +49,14 @@ export function dispatchTry(
   listener: UpstreamListener,
   attempt: number,
   idleMs: number,
+  /** another method and path than the API's POST (a call on a stored Responses API answer: sent without a body) */
+  target?: { method: 'GET' | 'POST'; path: string },
 ): void {
   // (no `origin`: a Pool sends to its own)
   upstreams.get(endpoint).dispatch(
-    { path: API_PATHS[kind], method: 'POST', headers, body, headersTimeout: idleMs, bodyTimeout: idleMs },
+    target === undefined
+      ? { path: API_PATHS[kind], method: 'POST', headers, body, headersTimeout: idleMs, bodyTimeout: idleMs }
+      : { path: target.path, method: target.method, headers, body: null, headersTimeout: idleMs, bodyTimeout: idleMs },
     new Attempt(listener, attempt),
   );
 }

@@ -101,11 +101,22 @@ export interface CorsPolicy {
 /** The fallback's view of a request no route took: its method, its path, and the path's methods if it is known. */
 export type FallbackAnswer = (method: string, url: string, allow: string | undefined) => Answer;
 
-/** A registered path and its methods (for 405 and OPTIONS); a path ending in `/*` matches what it starts. */
+/**
+ * A registered path and its methods (for 405 and OPTIONS); a path ending in `/*` matches what it starts,
+ * one with `:name` segments (uWS's parameters) any path with one non-empty segment in each.
+ */
 interface RouteEntry {
   path: string;
   prefix: string | undefined;
+  pattern: RegExp | undefined;
   methods: string[];
+}
+
+/** The paths a route with `:name` segments matches, as a RegExp (undefined for a path without any). */
+function paramPattern(path: string): RegExp | undefined {
+  if (!path.includes('/:')) return undefined;
+  const parts = path.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${parts.join('/')}$`);
 }
 
 const NO_HEADERS_LIST: ReadonlyArray<readonly [string, string]> = [];
@@ -262,7 +273,6 @@ export class Front {
    * onInternalError.
    */
   post(path: string, maxBodyBytes: number, start: (client: ClientSide, req: ClientRequest) => ClientHandler): void {
-    const onHandlerError = this.onHandlerError;
     const budget = this.bodyBudget;
     const uploads = this.uploads;
     this.addRoute(path, ['POST']);
@@ -285,23 +295,8 @@ export class Front {
           handler?.onInternalError(err);
         }
       });
-      try {
-        handler = start(res, request);
-      } catch (err) {
-        // read only on this path (req is still valid here: start runs inside the route handler), so a
-        // request that starts costs no second look at its head
-        const facts = this.onAnswered ? factsIfOpen(res, req) : undefined;
-        this.release(res);
-        try {
-          const answer = onHandlerError(err);
-          res.cork(() => writeAnswer(res, answer, false, false, extra));
-          this.answered(facts, answer);
-        } catch {
-          // the response was already ended or aborted
-        }
-        return;
-      }
-      if (!handler.wantsBody) return;
+      handler = this.started(res, req, request, start, extra);
+      if (handler === undefined || !handler.wantsBody) return;
       // uWS's slow-upload timer starts now (see UPLOAD_WINDOW_MS)
       upload = {
         markedAt: performance.now(),
@@ -375,6 +370,64 @@ export class Front {
   }
 
   /**
+   * The handler `start` makes for a request, or undefined when it threw: then the request is answered with
+   * onHandlerError's answer here. Runs inside the route handler (`req` is still valid).
+   */
+  private started(
+    res: HttpResponse,
+    req: HttpRequest,
+    request: ClientRequest,
+    start: (client: ClientSide, req: ClientRequest) => ClientHandler,
+    extra: ReadonlyArray<readonly [string, string]>,
+  ): ClientHandler | undefined {
+    try {
+      return start(res, request);
+    } catch (err) {
+      // read only on this path, so a request that starts costs no second look at its head
+      const facts = this.onAnswered ? factsIfOpen(res, req) : undefined;
+      this.release(res);
+      try {
+        const answer = this.onHandlerError(err);
+        res.cork(() => writeAnswer(res, answer, false, false, extra));
+        this.answered(facts, answer);
+      } catch {
+        // the response was already ended or aborted
+      }
+      return undefined;
+    }
+  }
+
+  /**
+   * A GET route whose answer is relayed from a model server as a POST route's is (a call on a stored
+   * Responses API answer): `start` gets the client and the request's head and returns who handles the
+   * rest, which is handed an empty body at once (a GET's body is never read). HEAD is not served here: the
+   * fallback answers it 405. Errors are handled as on `post`.
+   */
+  relayedGet(path: string, start: (client: ClientSide, req: ClientRequest) => ClientHandler): void {
+    this.addRoute(path, ['GET']);
+    this.route((app) => app.get(path, (res, req) => {
+      const extra = this.corsOf(req);
+      if (this.limits !== undefined && !this.admit(res, false, extra, req)) return;
+      const request = requestHead(req, res);
+      let handler: ClientHandler | undefined;
+      res.onAborted(() => {
+        try {
+          handler?.onClientAbort();
+        } catch (err) {
+          handler?.onInternalError(err);
+        }
+      });
+      handler = this.started(res, req, request, start, extra);
+      if (handler === undefined || !handler.wantsBody) return;
+      try {
+        handler.onBody(EMPTY);
+      } catch (err) {
+        handler.onInternalError(err); // nothing thrown in a uWS callback may reach the process
+      }
+    }));
+  }
+
+  /**
    * A GET route that answers HEAD too (load balancers and uptime checks use it): same status and
    * headers, no body. `answer` is told which, and the request's Authorization header (undefined when
    * none); an answer given as a promise (which must not reject) is sent when it settles, unless the
@@ -433,14 +486,14 @@ export class Front {
       for (const m of methods) if (!known.methods.includes(m)) known.methods.push(m);
       return;
     }
-    this.routeTable.push({ path, prefix: path.endsWith('/*') ? path.slice(0, -1) : undefined, methods: [...methods] });
+    this.routeTable.push({ path, prefix: path.endsWith('/*') ? path.slice(0, -1) : undefined, pattern: paramPattern(path), methods: [...methods] });
   }
 
   /** The methods of the routes for `url` ("GET, HEAD"), or undefined when no route has that path. */
   private methodsOf(url: string): string | undefined {
     const methods: string[] = [];
     for (const r of this.routeTable) {
-      if (r.prefix === undefined ? url !== r.path : !url.startsWith(r.prefix)) continue;
+      if (r.pattern !== undefined ? !r.pattern.test(url) : r.prefix === undefined ? url !== r.path : !url.startsWith(r.prefix)) continue;
       for (const m of r.methods) if (!methods.includes(m)) methods.push(m);
     }
     return methods.length > 0 ? methods.join(', ') : undefined;

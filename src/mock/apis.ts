@@ -14,7 +14,9 @@ import { naturalLength, requestKey, TOKEN_TEXT, tokenWord } from './text.js';
 /** The length of the mock's embedding vectors (a request's `dimensions` may ask for fewer). */
 export const EMBEDDING_DIM = 128;
 
-export type ApiAnswer = { status: 200; body: string; contentType?: string } | { status: 400 | 404; refusal: Refusal };
+export type ApiAnswer =
+  | { status: 200; body: string; contentType?: string; /** a background answer: its id, and the tokens it takes to generate */ background?: { id: string; tokens: number } }
+  | { status: 400 | 404; refusal: Refusal };
 
 function refuse(message: string, param: string | null = null, status: 400 | 404 = 400): ApiAnswer {
   return { status, refusal: { status, message, param } };
@@ -189,6 +191,11 @@ export function responsesAnswer(text: string, served: ServedModel, id: string, s
   if (prevId !== undefined && prevId !== null && typeof prevId !== 'string') {
     return refuse('previous_response_id: Input should be a valid string', 'previous_response_id');
   }
+  const background = body.background === true;
+  if (background && body.store === false) return refuse('background can only be used when `store` is true', 'background');
+  if (background && store?.enabled !== true) {
+    return refuse('This vLLM engine does not support `store=True` and therefore does not support the background mode.', 'background');
+  }
   const prev = typeof prevId === 'string' ? store?.get(prevId) : undefined;
   if (typeof prevId === 'string' && prev === undefined) return unknownResponse(prevId);
   const prompt = promptBodyOf('responses', body) as { messages: unknown[] };
@@ -246,13 +253,11 @@ export function responsesAnswer(text: string, served: ServedModel, id: string, s
     usage: u,
   });
   const done = response(capped && n === body.max_output_tokens ? 'incomplete' : 'completed', [message('completed', [part(out)])], usage);
-  if (store?.enabled && body.store !== false) store.set(respId, { messages: prompt.messages, output: out });
-  if (body.stream !== true) return { status: 200, body: JSON.stringify(done) };
   // the stream: typed events, each `event: TYPE` + `data: {...}`, numbered
+  const events: Array<{ sequence: number; text: string }> = [];
   let seq = 0;
-  let sse = '';
   const event = (type: string, fields: Record<string, unknown>) => {
-    sse += `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`;
+    events.push({ sequence: seq, text: `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n` });
   };
   const where = { item_id: msgId, output_index: 0, content_index: 0 };
   event('response.created', { response: response('in_progress', [], null) });
@@ -264,5 +269,49 @@ export function responsesAnswer(text: string, served: ServedModel, id: string, s
   event('response.content_part.done', { ...where, part: part(out) });
   event('response.output_item.done', { output_index: 0, item: message('completed', [part(out)]) });
   event(done.status === 'completed' ? 'response.completed' : 'response.incomplete', { response: done });
-  return { status: 200, body: sse, contentType: 'text/event-stream' };
+  if (background) {
+    // vLLM answers at once with the response queued, and generates it meanwhile (the server completes it)
+    const queued = response('queued', [], null);
+    store!.set(respId, { messages: prompt.messages, output: out, response: queued, events, pending: done });
+    return { status: 200, body: JSON.stringify(queued), background: { id: respId, tokens: n } };
+  }
+  if (store?.enabled && body.store !== false) store.set(respId, { messages: prompt.messages, output: out, response: done, events });
+  if (body.stream !== true) return { status: 200, body: JSON.stringify(done) };
+  return { status: 200, body: events.map((e) => e.text).join(''), contentType: 'text/event-stream' };
+}
+
+/**
+ * GET /v1/responses/{id}, as vLLM answers it (serving_responses.py, retrieve_responses): the stored response
+ * as it is now (a background one: queued until it completes, or cancelled); vLLM's 404 for an id this
+ * server does not hold. With `?stream=true` its events are replayed (after `starting_after`, a sequence
+ * number), as vLLM replays a background response's; the mock replays any stored response's.
+ */
+export function retrieveAnswer(id: string, query: string, store: ResponseStore): ApiAnswer {
+  const r = store.get(id);
+  if (r === undefined) return unknownResponse(id);
+  const params = new URLSearchParams(query);
+  const stream = params.get('stream');
+  if (stream === null || !/^(true|1|yes|on)$/i.test(stream)) return { status: 200, body: JSON.stringify(r.response) };
+  const after = params.get('starting_after');
+  const from = after === null ? -1 : Number(after);
+  if (!Number.isInteger(from)) return refuse('starting_after: Input should be a valid integer', 'starting_after');
+  return { status: 200, body: r.events.filter((e) => e.sequence > from).map((e) => e.text).join(''), contentType: 'text/event-stream' };
+}
+
+/**
+ * POST /v1/responses/{id}/cancel, as vLLM answers it (serving_responses.py, cancel_responses): a response
+ * still queued or in progress (a background one) becomes `cancelled`, and is answered; any other (one that
+ * completed, or was cancelled before) gets vLLM's 400 "Cannot cancel a synchronous response."; an id this
+ * server does not hold, its 404.
+ */
+export function cancelAnswer(id: string, store: ResponseStore): ApiAnswer {
+  const r = store.get(id);
+  if (r === undefined) return unknownResponse(id);
+  const status = r.response.status;
+  if (status !== 'queued' && status !== 'in_progress') {
+    return { status: 400, refusal: { status: 400, message: 'Cannot cancel a synchronous response.', param: null, type: 'invalid_request_error' } };
+  }
+  r.pending = undefined;
+  r.response = { ...r.response, status: 'cancelled' };
+  return { status: 200, body: JSON.stringify(r.response) };
 }

@@ -53,8 +53,9 @@ ${ENGINE_FLAGS_HELP}
   --fail-rate X                probability of an injected failure per request (default 0)
   --fail-mode M                refuse | 500 | cut | mixed (default mixed)
   --metrics-hang-after S       GET /metrics stops answering after S seconds
-  --response-store N           Responses API answers kept per server for previous_response_id
-                               (LRU, default 1024; 0: none kept, every previous_response_id is a 404)
+  --response-store N           Responses API answers kept per server for previous_response_id,
+                               GET /v1/responses/{id} and its /cancel (LRU, default 1024; 0: none
+                               kept, every previous_response_id is a 404, background: true a 400)
   --tls-cert FILE --tls-key FILE  serve HTTPS with this PEM certificate and key
 Admin: POST /mock/faults {"metrics":"ok"|"hang"|"error","fail_rate":X,"fail_mode":M}; GET /mock/state.`;
 

@@ -6,12 +6,21 @@
  */
 import { LRUCache } from 'lru-cache';
 
-/** What a follow-up needs of a stored answer: the conversation it answered, and its output text. */
+/**
+ * A stored answer: what a follow-up needs (the conversation it answered, and its output text) and what a
+ * retrieve or cancel answers (the response object, its stream of events).
+ */
 export interface StoredResponse {
   /** the prompt's messages (instructions as a system message first, then the history and the input) */
   readonly messages: readonly unknown[];
   /** the assistant message's text */
   readonly output: string;
+  /** the response object as GET /v1/responses/{id} answers it: its `status` changes (background, cancel) */
+  response: Record<string, unknown>;
+  /** its events as a stream carries them (`event:` and `data:` lines), for a retrieve with `?stream=true` */
+  readonly events: ReadonlyArray<{ readonly sequence: number; readonly text: string }>;
+  /** a background answer still running: the response it becomes when it completes */
+  pending?: Record<string, unknown>;
 }
 
 /** The mock's default bound on stored responses, per server. */
@@ -39,5 +48,13 @@ export class ResponseStore {
 
   set(id: string, r: StoredResponse): void {
     this.cache?.set(id, r);
+  }
+
+  /** A background answer's generation is over: it becomes its completed response (unless cancelled meanwhile). */
+  complete(id: string): void {
+    const r = this.cache?.peek(id);
+    if (r?.pending === undefined) return;
+    r.response = r.pending;
+    r.pending = undefined;
   }
 }

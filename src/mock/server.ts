@@ -11,7 +11,7 @@ import { loadUws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { Engine, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
 import { admit, type ServedModel } from './admission.js';
-import { detokenizeAnswer, embeddingsAnswer, responsesAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
+import { cancelAnswer, detokenizeAnswer, embeddingsAnswer, responsesAnswer, retrieveAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
 import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
@@ -81,6 +81,9 @@ export class MockServer {
   private completionsSeen = 0;
   private abortedByClient = 0;
   private closed = false;
+  private readonly timeScale: number;
+  /** background Responses API answers being "generated": each completes when its timer fires */
+  private readonly backgroundTimers = new Set<NodeJS.Timeout>();
 
   constructor(opts: MockOptions, host: string, port: number) {
     if (!opts.model) throw new Error('mock: model is required');
@@ -101,6 +104,7 @@ export class MockServer {
       (r, abort) => this.drop(r, abort),
     );
     this.seed = opts.seed ?? 0;
+    this.timeScale = opts.timeScale ?? 1;
     this.responses = new ResponseStore(opts.responseStore ?? DEFAULT_RESPONSE_STORE_ENTRIES);
     this.maxBody = opts.maxBodyBytes ?? 64 * 1024 * 1024;
     this.faults = new Faults(opts, this.seed, port);
@@ -139,6 +143,8 @@ export class MockServer {
     this.closed = true;
     this.driver.stop();
     this.faults.stop();
+    for (const timer of this.backgroundTimers) clearTimeout(timer);
+    this.backgroundTimers.clear();
     if (this.listenSocket) loadUws().us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     this.replies.closeAll();
@@ -191,7 +197,19 @@ export class MockServer {
     });
     app.post('/v1/responses', (res, req) => {
       this.noteRequest(req, '/v1/responses');
-      this.answerWhole(res, (text) => responsesAnswer(text, this.served(), this.newId(), this.responses));
+      this.answerWhole(res, (text) => this.runInBackground(responsesAnswer(text, this.served(), this.newId(), this.responses)));
+    });
+    // a stored answer's retrieve and cancel, as vLLM serves them (apis.ts); the id percent-decoded as Starlette does
+    app.get('/v1/responses/:id', (res, req) => {
+      this.noteRequest(req, '/v1/responses/{id}');
+      const id = pathSegment(req.getParameter(0) ?? '');
+      const query = req.getQuery() ?? '';
+      this.answerWhole(res, () => retrieveAnswer(id, query, this.responses), false);
+    });
+    app.post('/v1/responses/:id/cancel', (res, req) => {
+      this.noteRequest(req, '/v1/responses/{id}/cancel');
+      const id = pathSegment(req.getParameter(0) ?? '');
+      this.answerWhole(res, () => cancelAnswer(id, this.responses));
     });
     app.post('/tokenize', (res, req) => {
       this.noteRequest(req, '/tokenize');
@@ -304,8 +322,27 @@ export class MockServer {
     return `${this.port.toString(16)}${(this.nextId++).toString(16).padStart(12, '0')}`;
   }
 
-  /** A request answered whole as soon as its body is in (apis.ts); the injected faults apply as to completions. */
-  private answerWhole(res: Res, answer: (text: string) => ApiAnswer): void {
+  /**
+   * A background Responses API answer (`background: true`) is generated meanwhile: it completes after its
+   * tokens' decode time (the profile's decode_ms each, over --time-scale), unless cancelled before.
+   */
+  private runInBackground(a: ApiAnswer): ApiAnswer {
+    if (a.status !== 200 || a.background === undefined) return a;
+    const { id, tokens } = a.background;
+    const timer = setTimeout(() => {
+      this.backgroundTimers.delete(timer);
+      this.responses.complete(id);
+    }, (tokens * this.engine.profile.decodeMs) / this.timeScale);
+    timer.unref();
+    this.backgroundTimers.add(timer);
+    return a;
+  }
+
+  /**
+   * A request answered whole as soon as its body is in (apis.ts), or at once for a request without one
+   * (`readsBody` false: a GET); the injected faults apply as to completions.
+   */
+  private answerWhole(res: Res, answer: (text: string) => ApiAnswer, readsBody = true): void {
     const state = { aborted: false };
     res.onAborted(() => {
       state.aborted = true;
@@ -316,7 +353,7 @@ export class MockServer {
       res.close();
       return;
     }
-    this.readBody(res, state, (text) => {
+    const reply = (text: string) => {
       if (fault === '500') return this.sendError(res, 500, 'mock: injected failure');
       let a: ApiAnswer;
       try {
@@ -326,7 +363,9 @@ export class MockServer {
       }
       if (a.status === 200) this.send(res, 200, a.body, a.contentType);
       else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
-    });
+    };
+    if (readsBody) this.readBody(res, state, reply);
+    else reply('');
   }
 
   // ---------------------------------------------------------------- completions
@@ -412,5 +451,14 @@ export class MockServer {
           break;
       }
     }
+  }
+}
+
+/** A path segment percent-decoded (as Starlette decodes the path); as it came when its encoding is broken. */
+function pathSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
   }
 }

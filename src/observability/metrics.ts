@@ -89,6 +89,8 @@ export class GatewayMetrics {
   readonly shadowPicks: client.Counter<'pool' | 'policy' | 'outcome'>;
   /** Responses API follow-ups (previous_response_id) by what the gateway did with them (response-affinity.ts) */
   readonly responseAffinity: client.Counter<'pool' | 'outcome'>;
+  /** retrieves and cancels of stored Responses API answers, by what the gateway did with them */
+  readonly storedResponseCalls: client.Counter<'pool' | 'op' | 'outcome'>;
   /** 1 while the tenant quota's store answers (always 1 with quota.backend: memory), 0 while it does not */
   readonly quotaBackendUp: client.Gauge;
   // per endpoint (a bounded set: endpoints come from the config or discovery; removed ones are dropped)
@@ -318,6 +320,11 @@ export class GatewayMetrics {
       name: 'infergate_response_affinity_total',
       help: 'Responses API requests with a previous_response_id, by outcome: pinned (sent to the endpoint that served that answer), gone (that endpoint is removed, ejected or failed this request: routed normally), unknown (an id this gateway did not relay or has forgotten: routed normally).',
       labelNames: ['pool', 'outcome'], registers,
+    });
+    this.storedResponseCalls = new client.Counter({
+      name: 'infergate_stored_response_requests_total',
+      help: 'Retrieves (GET /v1/responses/{id}) and cancels (POST /v1/responses/{id}/cancel) of stored Responses API answers, by op and outcome: pinned (sent to the endpoint that stored the answer), gone (that endpoint is removed or ejected: 502 without asking another), unknown (an id this gateway did not relay for this tenant or has forgotten: 404, no server asked).',
+      labelNames: ['pool', 'op', 'outcome'], registers,
     });
     this.quotaBackendUp = new client.Gauge({
       name: 'infergate_quota_backend_up',

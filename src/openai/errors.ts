@@ -105,6 +105,14 @@ export const errors = {
   modelNotFound: (model: string) =>
     make('model_not_found', `The model "${truncate(model, 200)}" does not exist or is not served here.`, { param: 'model' }),
   routeNotFound: (method: string, url: string) => make('not_found', `No route for ${method} ${truncate(url, 200)}.`),
+  responseNotRelayed: (id: string, remembering: boolean) =>
+    make(
+      'not_found',
+      remembering
+        ? `No response with id '${truncate(id, 100)}' is known to this gateway: it did not relay that response (for this token's tenant), or has forgotten it (response_affinity keeps max_entries ids for ttl). Only the model server that stored a response can retrieve or cancel it.`
+        : `No response with id '${truncate(id, 100)}' is known to this gateway: it does not remember relayed responses (response_affinity.max_entries is 0), so it cannot tell which model server stored one.`,
+      { param: 'response_id' },
+    ),
   methodNotAllowed: (method: string, url: string) =>
     make('method_not_allowed', `${method} is not allowed on ${truncate(url, 200)}.`),
   bodyTooLarge: (limit: number) =>

@@ -276,16 +276,37 @@ function eventJson(event: Buffer): unknown {
 }
 
 /**
+ * What else a caller may read from an answer as AnswerUsage reads it, without parsing it again (the
+ * Responses API's id: gateway/response-affinity.ts). Both are optional; neither may throw.
+ */
+export interface AnswerHooks {
+  /**
+   * Each complete SSE event whose data is a JSON object, parsed, with the event's size in bytes, in order,
+   * until it returns true (nothing more wanted).
+   */
+  event?(data: unknown, bytes: number): boolean;
+  /** The whole non-SSE answer at its end, when it was kept (at most 1 MiB). */
+  whole?(answer: Buffer): void;
+}
+
+/**
  * Reads the usage chunk of an OpenAI SSE answer as it passes. With `strip`, the usage-only chunk
  * (`"choices":[]` with a `usage`) is taken out of the bytes handed on, so events are handed on whole
  * (an incomplete one waits for its end, which the client could not use before either). Without, every
- * byte goes on at once and only a copy of the incomplete tail is kept for reading.
+ * byte goes on at once and only a copy of the incomplete tail is kept for reading. `onEvent` (optional)
+ * is told each complete event's parsed data until it returns true.
  */
 export class SseUsage {
   usage: Usage | null = null;
   private held: Buffer = EMPTY;
+  private onEvent: ((data: unknown, bytes: number) => boolean) | undefined;
 
-  constructor(readonly strip: boolean) {}
+  constructor(
+    readonly strip: boolean,
+    onEvent?: (data: unknown, bytes: number) => boolean,
+  ) {
+    this.onEvent = onEvent;
+  }
 
   /** The bytes to hand on now for `chunk` (EMPTY when all of it waits). */
   push(chunk: Buffer): Buffer {
@@ -299,6 +320,7 @@ export class SseUsage {
       return out;
     }
     const complete = cut === buf.length ? buf : buf.subarray(0, cut);
+    if (this.onEvent !== undefined && complete.length > 0) this.tell(complete);
     const kept = hasUsageKey(complete) ? this.read(complete) : complete;
     if (!this.strip) return chunk;
     return kept;
@@ -309,6 +331,17 @@ export class SseUsage {
     const rest = this.held;
     this.held = EMPTY;
     return this.strip ? rest : EMPTY;
+  }
+
+  /** Hands complete events to onEvent until it has had enough. */
+  private tell(complete: Buffer): void {
+    let start = 0;
+    while (start < complete.length && this.onEvent !== undefined) {
+      const end = nextBoundary(complete, start);
+      const json = eventJson(complete.subarray(start, end));
+      if (json !== null && this.onEvent(json, end - start)) this.onEvent = undefined;
+      start = end;
+    }
   }
 
   /** Reads the usage out of complete events; returns them without the usage-only one when stripping. */
@@ -345,16 +378,20 @@ const MAX_KEPT_JSON = 1 << 20;
  * One answer's usage as it is relayed, whatever its kind: an SSE answer through SseUsage (stripping the
  * usage chunk when the gateway asked for it: mode `added`), any other answer kept (up to 1 MiB, by
  * reference: the relay holds the same buffers) and read at the end with readUsage. `data` returns the
- * bytes to relay for a chunk (may be empty: relay nothing then), `end` what is left to relay.
+ * bytes to relay for a chunk (may be empty: relay nothing then), `end` what is left to relay. `hooks`
+ * read more of the answer from the same events and the same kept bytes (AnswerHooks).
  */
 export class AnswerUsage {
   private readonly sse: SseUsage | undefined;
   private kept: Buffer[] | null = [];
   private keptBytes = 0;
   private result: Usage | null = null;
+  private readonly hooks: AnswerHooks | undefined;
 
-  constructor(mode: UsageMode, sse: boolean) {
-    this.sse = sse ? new SseUsage(mode === 'added') : undefined;
+  constructor(mode: UsageMode, sse: boolean, hooks?: AnswerHooks) {
+    this.hooks = hooks;
+    const onEvent = hooks?.event;
+    this.sse = sse ? new SseUsage(mode === 'added', onEvent && ((data, bytes) => onEvent.call(hooks, data, bytes))) : undefined;
     if (sse) this.kept = null;
   }
 
@@ -374,7 +411,11 @@ export class AnswerUsage {
       this.result = this.sse.usage;
       return rest;
     }
-    if (this.kept) this.result = readUsage(this.kept.length === 1 ? this.kept[0] : Buffer.concat(this.kept));
+    if (this.kept) {
+      const whole = this.kept.length === 1 ? this.kept[0] : Buffer.concat(this.kept);
+      this.result = readUsage(whole);
+      this.hooks?.whole?.(whole);
+    }
     this.kept = null;
     return EMPTY;
   }

@@ -4,7 +4,8 @@
  * `previous_response_id` reaches the server that stored the turn before (x-infergate-endpoint), streamed
  * or not; an unknown id gets the server's 404 as it is; a malformed one is refused by the gateway without
  * reaching a server; a pinned server removed by a reload, or an id the bounded map forgot, is routed as any
- * request. And the id reader itself, on answers cut at every byte.
+ * request. And the id read through the answer's usage reader (AnswerUsage's hooks), on answers cut at every
+ * byte, with escapes, nesting, and past the size that reader keeps.
  */
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
@@ -14,7 +15,8 @@ import OpenAI from 'openai';
 import { stringify } from 'yaml';
 import { gatewayConfig, metric, runCli, scrape, startGateway, startMocks, until } from '../e2e/support.js';
 import { tempDir } from '../helpers/process.js';
-import { ResponseIdReader } from '../../src/gateway/response-affinity.js';
+import { ResponseIdWatch } from '../../src/gateway/response-affinity.js';
+import { AnswerUsage } from '../../src/openai/usage.js';
 
 const mocks = await startMocks(3, ['--model', 'test-model']);
 t.teardown(() => mocks.kill());
@@ -206,7 +208,18 @@ t.test('the pinned server fails: its failure is answered, not a retry elsewhere 
   t.equal(again.status, 200, 'served again once the server is back');
 });
 
-t.test('the id reader: a JSON answer and a stream, cut at every byte', async (t) => {
+/** The id read from an answer relayed in these chunks, as the exchange reads it (AnswerUsage with the watch). */
+function idOf(chunks: Buffer[], sse: boolean): string | undefined {
+  const watch = new ResponseIdWatch();
+  const usage = new AnswerUsage(sse ? 'none' : 'client', sse, watch);
+  const out: Buffer[] = [];
+  for (const c of chunks) out.push(usage.data(c));
+  out.push(usage.end());
+  if (Buffer.compare(Buffer.concat(out), Buffer.concat(chunks)) !== 0) throw new Error('the bytes relayed changed');
+  return watch.id;
+}
+
+t.test('the id: a JSON answer and a stream, cut at every byte', async (t) => {
   const json = Buffer.from('{"object":"response","output":[{"id":"msg_1","content":[{"text":"a \\"}\\" {"}]}],"id":"resp_abc","usage":{}}');
   const sse = Buffer.from(
     'event: response.created\ndata: {"type":"response.created","sequence_number":0,"item":{"id":"no"},"response":{"object":"response","output":[],"id":"resp_s1"}}\n\n' +
@@ -217,23 +230,27 @@ t.test('the id reader: a JSON answer and a stream, cut at every byte', async (t)
     ['sse', sse, true, 'resp_s1'],
   ] as const) {
     for (let cut = 0; cut <= bytes.length; cut++) {
-      const r = new ResponseIdReader(sseMode);
-      r.push(bytes.subarray(0, cut));
-      r.push(bytes.subarray(cut));
-      if (r.id !== want) {
-        t.fail(`${what} cut at ${cut}: ${r.id}`);
+      const id = idOf([bytes.subarray(0, cut), bytes.subarray(cut)], sseMode);
+      if (id !== want) {
+        t.fail(`${what} cut at ${cut}: ${id}`);
         return;
       }
     }
-    t.pass(`${what}: ${want} wherever the answer is cut`);
+    t.pass(`${what}: ${want} wherever the answer is cut, the bytes relayed unchanged`);
   }
-  const nested = new ResponseIdReader(false);
-  nested.push(Buffer.from('{"output":[{"id":"msg_1"}],"meta":{"id":"x"}}'));
-  t.equal(nested.id, undefined, 'only the top-level id counts');
-  const deep = new ResponseIdReader(false);
-  deep.push(Buffer.from('{"a":' + '['.repeat(100_000) + ']'.repeat(100_000) + ',"id":"resp_late"}'));
-  t.equal(deep.id, undefined, 'an answer nested past 64 levels is not followed');
-  const escaped = new ResponseIdReader(false);
-  escaped.push(Buffer.from('{"id":"resp_\\u0041"}'));
-  t.equal(escaped.id, undefined, 'an id with escapes is not taken');
+  t.equal(idOf([Buffer.from('{"output":[{"id":"msg_1"}],"meta":{"id":"x"}}')], false), undefined, 'only the top-level id counts');
+  t.equal(idOf([Buffer.from('{"a":' + '['.repeat(100_000) + ']'.repeat(100_000) + ',"id":"resp_late"}')], false), 'resp_late', 'deep nesting before the id: still read');
+  t.equal(idOf([Buffer.from('{"id":"resp_\\u0041"}')], false), 'resp_A', 'an escape in the id: the id as a follow-up would send it');
+  t.equal(idOf([Buffer.from('{"id":"resp_\\u0000"}')], false), undefined, 'an id no request could name is not taken');
+  t.equal(idOf([Buffer.from('{"id":42}')], false), undefined, 'an id that is not a string is not taken');
+  t.equal(idOf([Buffer.from('event: x\ndata: {"response":{"id":"resp_\\u00e9"}}\n\ndata: {"response":{"id":"resp_ok"}}\n\n')], true), 'resp_ok', 'a stream: the first event with an id a request could name');
+});
+
+t.test('the id past the size the usage reader keeps (1 MiB)', async (t) => {
+  const big = Buffer.from(`{"id":"resp_big","output":"${'x'.repeat(1_100_000)}"}`);
+  t.equal(idOf([big.subarray(0, 1000), big.subarray(1000)], false), undefined, 'a JSON answer over 1 MiB is not read: its follow-ups are routed as unknown ids');
+  const first = Buffer.from('data: {"type":"response.created","response":{"id":"resp_long"}}\n\n');
+  const deltas = Buffer.from(`data: {"type":"response.output_text.delta","delta":"${'y'.repeat(1000)}"}\n\n`.repeat(2_000));
+  t.equal(idOf([first, deltas], true), 'resp_long', 'a stream of 2 MB: its first event gives the id');
+  t.equal(idOf([deltas, first], true), undefined, 'an id first seen past the first 1 MiB of a stream is not looked for');
 });

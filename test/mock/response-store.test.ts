@@ -2,12 +2,13 @@
  * The mock's Responses API store over HTTP, in a real `infergate mock` process: an answer is kept by the
  * server that made it, `previous_response_id` continues it there (the stored conversation leads the new
  * prompt, and is counted as cached), any other server, an unknown id or a forgotten one gets vLLM's 404,
- * and `--response-store 0` keeps nothing.
+ * and `--response-store 0` keeps nothing. A stored answer's retrieve and cancel as vLLM serves them, and
+ * `background: true`.
  */
 import t from 'tap';
 import { request } from 'undici';
 import OpenAI from 'openai';
-import { startMocks } from '../e2e/support.js';
+import { startMocks, until } from '../e2e/support.js';
 
 async function post(ep: string, body: unknown) {
   const r = await request(`http://${ep}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -76,4 +77,58 @@ t.test('--response-store 0: nothing kept, as vLLM without its store', async (t) 
   const r = (await post(off.endpoints[0], { model: 'm', input: 'hi', max_output_tokens: 2 })).json();
   t.equal(r.store, false);
   t.equal((await post(off.endpoints[0], { model: 'm', input: 'x', previous_response_id: r.id })).status, 404);
+});
+
+async function call(url: string, method: 'GET' | 'POST' | 'DELETE') {
+  const r = await request(url, { method });
+  const text = await r.body.text();
+  return { status: r.statusCode, headers: r.headers, text, json: () => JSON.parse(text) as Record<string, any> };
+}
+
+t.test('retrieve: the stored answer on its server, 404 elsewhere; ?stream=true replays its events', async (t) => {
+  const made = await post(a, { model: 'm', input: 'keep this one', max_output_tokens: 4 });
+  const id = made.json().id as string;
+  const got = await call(`http://${a}/v1/responses/${id}`, 'GET');
+  t.equal(got.status, 200);
+  t.same(got.json(), made.json(), 'the response as it was answered');
+  t.equal((await call(`http://${a}/v1/responses/${encodeURIComponent(id)}`, 'GET')).status, 200, 'the id percent-encoded: decoded as Starlette does');
+  const other = await call(`http://${b}/v1/responses/${id}`, 'GET');
+  t.equal(other.status, 404);
+  t.same(other.json(), { error: { message: `Response with id '${id}' not found.`, type: 'invalid_request_error', param: 'response_id', code: 404 } });
+  const replay = await call(`http://${a}/v1/responses/${id}?stream=true&starting_after=1`, 'GET');
+  t.match(replay.headers['content-type'], /^text\/event-stream/);
+  const events = [...replay.text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]) as { type: string; sequence_number: number });
+  t.equal(events[0].sequence_number, 2, 'the events after starting_after');
+  t.equal(events.at(-1)!.type, 'response.incomplete');
+  t.equal((await call(`http://${a}/v1/responses/${id}?stream=true&starting_after=x`, 'GET')).status, 400, 'starting_after not an integer');
+  t.equal((await call(`http://${a}/v1/responses/${id}`, 'DELETE')).status, 404, 'no DELETE, as in vLLM');
+});
+
+t.test('background and cancel: queued until its decode time has passed; cancel only while it runs', async (t) => {
+  const slow = await startMocks(1, ['--model', 'm', '--decode-ms', '5000']);
+  t.teardown(() => slow.kill());
+  const [s] = slow.endpoints;
+  const long = await post(s, { model: 'm', input: 'a long job', background: true, max_output_tokens: 20 });
+  t.equal(long.status, 200, long.text);
+  t.match(long.json(), { status: 'queued', output: [], store: true });
+  const id = long.json().id as string;
+  t.equal((await call(`http://${s}/v1/responses/${id}`, 'GET')).json().status, 'queued', 'still running (20 tokens of 5 s)');
+  const cancelled = await call(`http://${s}/v1/responses/${id}/cancel`, 'POST');
+  t.equal(cancelled.status, 200);
+  t.match(cancelled.json(), { id, status: 'cancelled' });
+  t.equal((await call(`http://${s}/v1/responses/${id}`, 'GET')).json().status, 'cancelled');
+  const twice = await call(`http://${s}/v1/responses/${id}/cancel`, 'POST');
+  t.equal(twice.status, 400);
+  t.same(twice.json(), { error: { message: 'Cannot cancel a synchronous response.', type: 'invalid_request_error', param: null, code: 400 } });
+  t.equal((await call(`http://${s}/v1/responses/resp_nope/cancel`, 'POST')).status, 404);
+
+  // at the default decode time a short background answer completes soon
+  const quick = (await post(a, { model: 'm', input: 'quick job', background: true, max_output_tokens: 3 })).json();
+  await until(async () => (await call(`http://${a}/v1/responses/${quick.id}`, 'GET')).json().status === 'incomplete', 10_000, 'the background answer to complete');
+  const done = (await call(`http://${a}/v1/responses/${quick.id}`, 'GET')).json();
+  t.ok(done.output[0].content[0].text.length > 0, 'with its output');
+  t.equal((await call(`http://${a}/v1/responses/${quick.id}/cancel`, 'POST')).status, 400, 'a finished one cannot be cancelled');
+  const refused = await post(a, { model: 'm', input: 'x', background: true, store: false });
+  t.equal(refused.status, 400, 'background needs store');
+  t.equal(refused.json().error.param, 'background');
 });
