@@ -376,7 +376,17 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       const affinity = this.ctx.responseAffinity;
       if (affinity.enabled) {
         this.previousId = prev;
-        if (prev !== undefined) this.preferEndpoint = affinity.endpointFor(prev, this.pool);
+        if (prev !== undefined) {
+          // another tenant's answer: as if unknown, before any server is asked (a server holding it would
+          // continue that conversation for whoever names its id)
+          const served = affinity.lookup(prev);
+          if (served !== undefined && served.tenant !== this.tenant) {
+            this.ctx.metrics.responseAffinity.inc({ pool: this.pool, outcome: 'other_tenant' });
+            this.reject(errors.previousResponseNotFound(prev));
+            return;
+          }
+          this.preferEndpoint = affinity.endpointFor(prev, this.pool);
+        }
         // an answer made with store: false is kept by no server: its id is not worth a place
         this.learnsResponseId = body.store !== false;
       }

@@ -318,7 +318,7 @@ export class GatewayMetrics {
     });
     this.responseAffinity = new client.Counter({
       name: 'infergate_response_affinity_total',
-      help: 'Responses API requests with a previous_response_id, by outcome: pinned (sent to the endpoint that served that answer), gone (that endpoint is removed, ejected or failed this request: routed normally), unknown (an id this gateway did not relay or has forgotten: routed normally).',
+      help: 'Responses API requests with a previous_response_id, by outcome: pinned (sent to the endpoint that served that answer), gone (that endpoint is removed, ejected or failed this request: routed normally), unknown (an id this gateway did not relay or has forgotten: routed normally), other_tenant (an answer it relayed for another tenant: 404, no server asked).',
       labelNames: ['pool', 'outcome'], registers,
     });
     this.storedResponseCalls = new client.Counter({

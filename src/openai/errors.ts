@@ -113,6 +113,9 @@ export const errors = {
         : `No response with id '${truncate(id, 100)}' is known to this gateway: it does not remember relayed responses (response_affinity.max_entries is 0), so it cannot tell which model server stored one.`,
       { param: 'response_id' },
     ),
+  /** A follow-up naming an answer the gateway relayed for another tenant (the id stays unconfirmed). */
+  previousResponseNotFound: (id: string) =>
+    make('not_found', `Previous response with id '${truncate(id, 100)}' not found.`, { param: 'previous_response_id' }),
   methodNotAllowed: (method: string, url: string) =>
     make('method_not_allowed', `${method} is not allowed on ${truncate(url, 200)}.`),
   bodyTooLarge: (limit: number) =>

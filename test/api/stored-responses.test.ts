@@ -229,6 +229,23 @@ t.test('with JWT auth: no token 401 like every /v1 route; only the tenant that m
   const unknown = await call(`${jwtGw.url}/v1/responses/resp_never_made`, 'GET');
   t.equal(unknown.status, 401, 'an unknown id without a token: 401 too (nothing learned of which ids exist)');
   t.same(await seen(), before, 'no server was asked');
+  // a follow-up naming alice's answer: bob gets the not-found an unknown id would get, and no server is asked
+  const follow = (headers: Record<string, string>) =>
+    request(`${jwtGw.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: 'test-model', input: 'and then?', max_output_tokens: 4, previous_response_id: a.id }),
+    });
+  const beforeFollow = await seen();
+  const bobs = await follow(bob);
+  t.equal(bobs.statusCode, 404, "a follow-up of another tenant's answer");
+  t.match(((await bobs.body.json()) as Record<string, any>).error, { type: 'invalid_request_error', code: 'not_found', param: 'previous_response_id' });
+  t.same(await seen(), beforeFollow, 'no server was asked');
+  t.equal(metric(await scrape(jwtGw.adminUrl), 'infergate_response_affinity_total', { outcome: 'other_tenant' }), 1);
+  const alices = await follow(alice);
+  t.equal(alices.statusCode, 200, 'its own tenant continues it');
+  t.equal(alices.headers['x-infergate-endpoint'], a.endpoint, 'on the server that stored it');
+  await alices.body.dump();
   const own = await call(`${jwtGw.url}/v1/responses/${a.id}`, 'GET', alice);
   t.equal(own.status, 200, 'its own tenant retrieves it');
   t.equal(own.headers['x-infergate-endpoint'], a.endpoint);
