@@ -93,7 +93,8 @@ export async function runSimTargets(opts: Map<string, string>): Promise<void> {
       `| ${c.workload} ×${c.scale} | ${c.seed} | ${pct(c.oracle.shed_share)} / ${c.oracle.goodput_rps.toFixed(2)} / ${pct(c.oracle.hit_rate)} | ${pct(c.scored.shed_share)} (${c.applies ? pct(lim) : 'n/a'}) | ${c.scored.goodput_rps.toFixed(2)} (${ratio}) | ${pct(c.scored.hit_rate)} | ${c.least_request.goodput_rps.toFixed(2)} | ${verdict} |`,
     );
   }
-  console.log(`\n${misses.length} miss(es) in ${cells.length} cells; ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  const missed = cells.filter((c) => c.checks.some((k) => !k.pass)).length;
+  console.log(`\n${misses.length} failed check(s) in ${missed} of ${cells.length} cells; ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   const file = writeResult(out, 'sim-targets.json', 'sim-targets', { seeds, trace: existsSync(trace) ? trace : null, only: only ? [...only] : null, config: opts.get('config') ?? null }, { cells, misses });
   console.error(`wrote ${file}`);
 }

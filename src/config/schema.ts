@@ -434,7 +434,7 @@ const pool = z.strictObject({
       /** Engines with many seats admit nearly everything into their batch, so their queue stays short
        *  while the time to a first token grows: this bounds the prefill work ahead (routing/saturation.ts). */
       max_prefill_backlog: duration('1500ms').describe(
-        "The estimated prefill work queued ahead of a new request on an endpoint, in time at that endpoint's observed prefill speed, at which it counts as saturated (a duration; 0s turns this test off).",
+        "The estimated prefill work queued ahead of a new request on an endpoint, in time at that endpoint's observed prefill speed, at which it counts as saturated; the request's own prefill counts on top, up to half of this, so a long prompt is refused sooner than a short one (a duration; 0s turns this test off).",
       ),
     })
     .prefault({})

@@ -7,7 +7,7 @@
  */
 import type { EndpointState } from './endpoint-state.js';
 import type { PoolOptions } from './options.js';
-import { isSaturated, prefillBacklogMs, queued } from './saturation.js';
+import { isSaturated, overBacklogBound, prefillBacklogMs, queued } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
 /**
@@ -157,9 +157,10 @@ export class CandidateTable {
       if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
       const q = queued(st, fresh, now, t, maxBacklog);
       const saturated = isSaturated(q, fresh, kv, qd, kvT);
-      // over the backlog bound: counts for the pool's refusal, but stays a candidate while another is under
-      // it (its cost carries the backlog, weighed against what its cached prefix saves)
-      if (!saturated && !(maxBacklog > 0 && backlog > maxBacklog)) allOut = false;
+      // over the backlog bound (the work ahead and up to ownPrefillShare of the bound of this request's own
+      // prefill: a long prompt is over it sooner): counts for the pool's refusal, but stays a candidate while
+      // another is under it (its cost carries the backlog, weighed against what its cached prefix saves)
+      if (!saturated && !overBacklogBound(st, backlog, uncached, maxBacklog, t.ownPrefillShare)) allOut = false;
       rowSt[i] = st;
       freshCol[i] = fresh ? 1 : 0;
       saturatedCol[i] = saturated ? 1 : 0;

@@ -16,6 +16,13 @@
  * the test does not apply: a burst into an idle pod is bounded by its seats and the overdue rule below, not
  * by a guess of how fast it prefills.
  *
+ * The bound weighs the request too (`overBacklogBound`): its own prefill, counted up to
+ * `Tuning.ownPrefillShare` (0.5) of the bound, is added to the work ahead. So under load a 30k-token prompt
+ * is over the bound once half of it is queued ahead, a 1k-token one only near the whole bound: when the pool
+ * must shed, it sheds the requests whose prefill would cost the most, and takes many short ones for each long
+ * one it refuses (the issue's "shed the requests whose prefill would be longest"). Capped below the whole
+ * bound, so an endpoint with nothing queued still takes any prompt.
+ *
  * What counts as waiting is evidence, never the mere count of our requests in flight: a burst into idle
  * pods is what a batching engine schedules in one step (20 streams onto 2 idle vLLM pods all run at once),
  * so requests sent since the last scrape count only
@@ -56,6 +63,19 @@ export function isSaturated(waiting: number, fresh: boolean, kv: number, queueDe
  */
 export function prefillBacklogMs(st: EndpointState, prefillTokens: number): number {
   return st.prefillMs > 0 && st.prefillTok > 0 && prefillTokens > 0 ? (prefillTokens * st.prefillMs) / st.prefillTok : 0;
+}
+
+/**
+ * Whether a request whose uncached prompt is `uncachedTokens` is over the prefill-backlog bound on `st`: the
+ * work ahead (`backlogMs`) plus its own prefill, counted up to `ownShare` × the bound, exceeds the bound.
+ * Never with the bound off (0) or, for the own part, before a prefill speed has been observed there.
+ */
+export function overBacklogBound(st: EndpointState, backlogMs: number, uncachedTokens: number, maxBacklog: number, ownShare: number): boolean {
+  if (!(maxBacklog > 0)) return false;
+  if (backlogMs > maxBacklog) return true;
+  if (!(ownShare > 0)) return false;
+  const own = prefillBacklogMs(st, uncachedTokens);
+  return backlogMs + Math.min(own, ownShare * maxBacklog) > maxBacklog;
 }
 
 /** Most overdue requests counted per endpoint (the count only feeds a threshold and Retry-After). */

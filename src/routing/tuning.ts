@@ -16,6 +16,14 @@ export interface Tuning {
    * while every candidate has prefill work queued (candidates.ts). 0: off
    */
   cacheCredit: number;
+  /**
+   * The prefill-backlog bound counts up to this share of max_prefill_backlog of the request's own prefill
+   * (its uncached prompt, in time at the endpoint's observed speed) on top of the work queued ahead: under
+   * load a long prompt is refused sooner than a short one, so that when the pool must shed, it sheds the
+   * requests whose prefill costs the most (saturation.ts). Below 1, so a pod with nothing queued still takes
+   * any prompt. 0: the bound reads the queue ahead alone
+   */
+  ownPrefillShare: number;
   /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
   foreignPromptTokens: number;
   /**
@@ -66,6 +74,7 @@ export const DEFAULT_TUNING: Tuning = {
   runCostTokens: 16,
   idleCostTokens: 64,
   cacheCredit: 2,
+  ownPrefillShare: 0.5,
   foreignPromptTokens: 512,
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,

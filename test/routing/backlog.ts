@@ -14,8 +14,9 @@ const EPS = ['a:1', 'b:1'];
 const req = (tag: string, tokens: number) => ({ model: 'm', promptText: `${tag}: summarise the report. `.repeat(8), promptTokens: tokens });
 
 /** A pool of two whose prefill speed has been observed on both: 4000 tokens in 1000 ms, 4 tokens per ms. */
-function warmPool(maxBacklog: string | number = '1500ms'): Router {
-  const r = Router.fromPool('p', { saturation: { queue_depth: 5, kv_cache: 0.8, max_prefill_backlog: maxBacklog } }, EPS, { random: seq(2) });
+function warmPool(maxBacklog: string | number = '1500ms', ownPrefillShare?: number): Router {
+  const tuning = ownPrefillShare === undefined ? undefined : { ownPrefillShare };
+  const r = Router.fromPool('p', { saturation: { queue_depth: 5, kv_cache: 0.8, max_prefill_backlog: maxBacklog } }, EPS, { random: seq(2), tuning });
   for (const e of EPS) r.updateSignals(e, sig(), 0);
   // two at once: the second goes to the other endpoint (the first one's is busy)
   const warm = [0, 1].map((i) => ok(r.pick('p', req(`warm ${i}`, 4000), 0)));
@@ -29,7 +30,8 @@ type Dbg = Record<string, { endpoints: Array<{ endpoint: string; prefill_backlog
 const backlogs = (r: Router, now: number) => (r.debugPools(now) as Dbg).p.endpoints.map((e) => e.prefill_backlog_ms);
 
 t.test('prefill work ahead over the bound on every endpoint: saturated, though no queue shows', async (t) => {
-  const r = warmPool();
+  // the work ahead alone here (the request's own prefill counts too: the next test)
+  const r = warmPool('1500ms', 0);
   t.same(backlogs(r, 2000), [0, 0], 'the speed is learned, nothing is ahead');
   // four long prompts at t = 2000: two per endpoint, 8000 tokens = 2000 ms of prefill ahead on each (the
   // fourth still fits: one endpoint is under the bound when it comes)
@@ -54,6 +56,27 @@ t.test('prefill work ahead over the bound on every endpoint: saturated, though n
   for (const tk of held) r.onFirstByte(tk, 2100);
   t.same(backlogs(r, 2100), [0, 0], 'first bytes came: nothing ahead');
   t.equal(r.pick('p', req('after', 500), 2100, { dryRun: true }).kind, 'ok');
+});
+
+t.test("the request's own prefill counts, up to half the bound: under load a long prompt is refused where a short one is taken", async (t) => {
+  const r = warmPool();
+  // 1000 ms ahead on each endpoint (4000 tokens at 4 per ms)
+  for (let i = 0; i < 2; i++) ok(r.pick('p', req(`ahead ${i}`, 4000), 2000));
+  t.same(backlogs(r, 2000), [1000, 1000]);
+  // 1000 + 1000 ms of its own, counted up to 750 (half of 1500): over the bound on both
+  const long = r.pick('p', req('long', 4000), 2000, { dryRun: true });
+  t.equal(long.kind, 'saturated', 'a 4000-token prompt: 1000 + 750 > 1500');
+  // 1000 + 250 ms: under
+  t.equal(r.pick('p', req('short', 1000), 2000, { dryRun: true }).kind, 'ok', 'a 1000-token prompt: 1000 + 250 ≤ 1500');
+  t.equal(r.pick('p', req('edge', 2000), 2000, { dryRun: true }).kind, 'ok', 'a 2000-token prompt: 1000 + 500, at the bound, not over it');
+  t.equal(r.pick('p', req('edge+', 2100), 2000, { dryRun: true }).kind, 'saturated', 'a 2100-token prompt: 1000 + 525, over');
+  // nothing ahead: any prompt is taken, however long (its own part is capped below the whole bound)
+  const idle = warmPool();
+  t.equal(idle.pick('p', req('huge', 64000), 2000, { dryRun: true }).kind, 'ok', 'a 64k-token prompt into an idle pool: 0 + 750 ≤ 1500');
+  // ownPrefillShare 0: the work ahead alone, as before
+  const off = warmPool('1500ms', 0);
+  for (let i = 0; i < 2; i++) ok(off.pick('p', req(`ahead ${i}`, 4000), 2000));
+  t.equal(off.pick('p', req('long', 4000), 2000, { dryRun: true }).kind, 'ok', 'ownPrefillShare 0: 1000 ≤ 1500');
 });
 
 t.test('one endpoint under the bound takes the request; the Retry-After is the excess backlog', async (t) => {
