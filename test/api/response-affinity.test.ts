@@ -9,12 +9,10 @@
  */
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import OpenAI from 'openai';
 import { stringify } from 'yaml';
-import { gatewayConfig, metric, runCli, scrape, startGateway, startMocks, until } from '../e2e/support.js';
-import { tempDir } from '../helpers/process.js';
+import { gatewayConfig, metric, scrape, startGateway, startMocks, until } from '../e2e/support.js';
 import { ResponseIdWatch } from '../../src/gateway/response-affinity.js';
 import { AnswerUsage } from '../../src/openai/usage.js';
 
@@ -147,13 +145,8 @@ t.test('the bound: past max_entries the oldest id is forgotten and its follow-up
 });
 
 t.test('a pinned server removed by a reload: the next turn is routed normally and gets not-found', async (t) => {
-  const dir = tempDir();
-  const file = join(dir, 'gateway.yaml');
-  writeFileSync(file, stringify(gatewayConfig(mocks.endpoints)));
-  const proc = runCli(['serve', '--config', file]);
-  t.teardown(() => proc.kill('SIGTERM'));
-  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
-  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  const { url, adminUrl, file, proc, stop } = await startGateway(gatewayConfig(mocks.endpoints));
+  t.teardown(stop);
   const sdk = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
   const { data: first, response } = await sdk.responses.create({ model: 'test-model', input: 'remember me', max_output_tokens: 2 }).withResponse();
   const pinned = response.headers.get('x-infergate-endpoint')!;

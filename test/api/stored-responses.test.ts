@@ -14,7 +14,7 @@ import { request } from 'undici';
 import { stringify } from 'yaml';
 import OpenAI from 'openai';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { gatewayConfig, metric, runCli, scrape, startGateway, startMocks, until } from '../e2e/support.js';
+import { gatewayConfig, metric, scrape, startGateway, startMocks, until } from '../e2e/support.js';
 import { tempDir } from '../helpers/process.js';
 
 // decode-ms 5000: a background answer of 20 tokens would take 100 s, so it is still running when cancelled
@@ -252,13 +252,8 @@ t.test('with JWT auth: no token 401 like every /v1 route; only the tenant that m
 });
 
 t.test('the storing server removed by a reload: 502 without asking any server', async (t) => {
-  const dir = tempDir();
-  const file = join(dir, 'gateway.yaml');
-  writeFileSync(file, stringify(gatewayConfig(mocks.endpoints)));
-  const proc = runCli(['serve', '--config', file]);
-  t.teardown(() => proc.kill('SIGTERM'));
-  const [, url] = await proc.waitFor(/^listening on (\S+)$/m);
-  const [, adminUrl] = await proc.waitFor(/^admin listening on (\S+)$/m);
+  const { url, adminUrl, file, proc, stop } = await startGateway(gatewayConfig(mocks.endpoints));
+  t.teardown(stop);
   const a = await made('soon orphaned', {}, url);
   writeFileSync(file, stringify(gatewayConfig(mocks.endpoints.filter((e) => e !== a.endpoint))));
   proc.child.kill('SIGHUP');

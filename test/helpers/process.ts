@@ -138,6 +138,8 @@ export function gatewayConfig(endpoints: string[], opts: { pool?: Record<string,
 export interface RunningGateway {
   url: string;
   adminUrl: string;
+  /** the config file it was started with (write it again to reload) */
+  file: string;
   proc: Proc;
   stop(): Promise<number | null>;
 }
@@ -157,7 +159,7 @@ export async function startGateway(config: unknown, env: NodeJS.ProcessEnv = {})
     await proc.kill(); // a gateway that never said it listens is not left running
     throw e;
   }
-  return { url, adminUrl, proc, stop: () => proc.kill('SIGTERM') };
+  return { url, adminUrl, file, proc, stop: () => proc.kill('SIGTERM') };
 }
 
 /** Poll `check` until it returns a truthy value, or fail after `ms`. */
