@@ -289,11 +289,7 @@ export class Front {
         collector?.drop(); // a half-sent body's memory goes back at once
         collector = undefined;
         if (upload) uploads.delete(upload);
-        try {
-          handler?.onClientAbort();
-        } catch (err) {
-          handler?.onInternalError(err);
-        }
+        tellAborted(handler);
       });
       handler = this.started(res, req, request, start, extra);
       if (handler === undefined || !handler.wantsBody) return;
@@ -410,13 +406,7 @@ export class Front {
       if (this.limits !== undefined && !this.admit(res, false, extra, req)) return;
       const request = requestHead(req, res);
       let handler: ClientHandler | undefined;
-      res.onAborted(() => {
-        try {
-          handler?.onClientAbort();
-        } catch (err) {
-          handler?.onInternalError(err);
-        }
-      });
+      res.onAborted(() => tellAborted(handler));
       handler = this.started(res, req, request, start, extra);
       if (handler === undefined || !handler.wantsBody) return;
       try {
@@ -707,6 +697,15 @@ export class Front {
  * and its path (as sent: not percent-decoded).
  */
 export type GetAnswer = (head: boolean, query: string, authorization: string | undefined, url: string) => Answer | Promise<Answer>;
+
+/** The client hung up: tell its handler (nothing thrown in a uWS callback may reach the process). */
+function tellAborted(handler: ClientHandler | undefined): void {
+  try {
+    handler?.onClientAbort();
+  } catch (err) {
+    handler?.onInternalError(err);
+  }
+}
 
 function authorizationOf(req: HttpRequest): string | undefined {
   const v = req.getHeader('authorization');
