@@ -248,6 +248,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** The body is checked and the token verified: the token's models, then the other checks. */
   private admit(): void {
     if (this.stored !== undefined && !this.resolveStored()) return;
+    if (this.previousId !== undefined && !this.pinPrevious()) return;
     this.priority = priorityOf(this.identity, this.ctx.config.tenants, this.headerPriority);
     this.classified = true;
     const verdict = this.ctx.admission.admit({
@@ -376,17 +377,6 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       const affinity = this.ctx.responseAffinity;
       if (affinity.enabled) {
         this.previousId = prev;
-        if (prev !== undefined) {
-          // another tenant's answer: as if unknown, before any server is asked (a server holding it would
-          // continue that conversation for whoever names its id)
-          const served = affinity.lookup(prev);
-          if (served !== undefined && served.tenant !== this.tenant) {
-            this.ctx.metrics.responseAffinity.inc({ pool: this.pool, outcome: 'other_tenant' });
-            this.reject(errors.previousResponseNotFound(prev));
-            return;
-          }
-          this.preferEndpoint = affinity.endpointFor(prev, this.pool);
-        }
         // an answer made with store: false is kept by no server: its id is not worth a place
         this.learnsResponseId = body.store !== false;
       }
@@ -431,6 +421,22 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
     this.phase = 'admission';
     if (this.identity) this.admit();
+  }
+
+  /**
+   * A follow-up's previous answer, once the token is verified (so its tenant is known): pinned to the
+   * endpoint that stored it, or a 404 when this gateway relayed it for another tenant (a server holding it
+   * would continue that conversation for whoever names its id); an id it does not know is routed as any.
+   */
+  private pinPrevious(): boolean {
+    const served = this.ctx.responseAffinity.lookup(this.previousId!);
+    if (served !== undefined && served.tenant !== this.tenant) {
+      this.ctx.metrics.responseAffinity.inc({ pool: this.pool, outcome: 'other_tenant' });
+      this.reject(errors.previousResponseNotFound(this.previousId!));
+      return false;
+    }
+    this.preferEndpoint = served !== undefined && served.pool === this.pool ? served.endpoint : undefined;
+    return true;
   }
 
   /**

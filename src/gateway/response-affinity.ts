@@ -64,15 +64,9 @@ export class ResponseAffinity {
     this.cache?.set(id, served);
   }
 
-  /** What is remembered of the answer `id`, if anything (a retrieve or a cancel of it). */
+  /** What is remembered of the answer `id`, if anything (a follow-up, a retrieve or a cancel of it). */
   lookup(id: string): Served | undefined {
     return this.cache?.get(id);
-  }
-
-  /** The endpoint of `pool` that served the answer `id`, if remembered (an id served in another pool: none). */
-  endpointFor(id: string, pool: string): string | undefined {
-    const s = this.cache?.get(id);
-    return s !== undefined && s.pool === pool ? s.endpoint : undefined;
   }
 }
 
