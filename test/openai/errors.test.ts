@@ -47,7 +47,7 @@ t.test('each code has its pinned status and type, and no code is unpinned', asyn
 const built: ApiError[] = [
   errors.invalidJson('x'), errors.jsonTooDeep(64), errors.notAnObject(), errors.missingModel(), errors.invalidField('stream', 'm'), errors.invalidHeader('x-a'), errors.invalidFraming('x'),
   errors.missingToken(), errors.invalidToken('expired'), errors.modelNotAllowed('m'), errors.originNotAllowed('https://evil.example'), errors.badModelId(),
-  errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.responseNotRelayed('resp_1', true), errors.methodNotAllowed('GET', '/v1/completions'),
+  errors.modelNotFound('m'), errors.routeNotFound('GET', '/x'), errors.responseNotRelayed('resp_1', true), errors.previousResponseNotFound('resp_1'), errors.methodNotAllowed('GET', '/v1/completions'),
   errors.bodyTooLarge(10), errors.headersTooLarge(10), errors.unsupportedEncoding('gzip'), errors.saturated('p', 3), errors.queueTimeout('p', 2.5, 3),
   errors.bodyBufferFull(), errors.rateLimited('t', 'requests per minute', 60, 2), errors.quotaUnavailable(), errors.noEndpoint(), errors.upstreamUnavailable(), errors.upstreamTls('p', 'DEPTH_ZERO_SELF_SIGNED_CERT'), errors.upstreamTimeout(), errors.upstreamStreamBroken(),
   errors.shuttingDown(), errors.internal(), errors.tooManyConnections(), errors.uploadTooSlow(23_000),
