@@ -419,7 +419,7 @@ const pool = z.strictObject({
        *  beyond their expected prefill count: the backlog weighs a prefill queue. */
       queue_depth: z.number().min(0).default(5).describe('Waiting requests at which an endpoint counts as saturated (a count; 0 turns this test off).'),
       /** KV-cache use (0..1) at which an endpoint counts as saturated; 0 turns this test off. */
-      kv_cache: z.number().min(0).max(1).default(0.8).describe('KV-cache use, from 0 to 1, at which an endpoint counts as saturated (0 turns this test off).'),
+      kv_cache: z.number().min(0).max(1).default(0.8).describe('KV-cache use, from 0 to 1, at which an endpoint counts as saturated, except for a request whose prompt it holds at least half of in its cache while its free KV has room for the rest (0 turns this test off).'),
       retry_after: z
         .union(
           [

@@ -7,7 +7,7 @@
  */
 import type { EndpointState } from './endpoint-state.js';
 import type { PoolOptions } from './options.js';
-import { isSaturated, overBacklogBound, prefillBacklogMs, queued } from './saturation.js';
+import { isSaturated, kvTakesCached, overBacklogBound, prefillBacklogMs, queued } from './saturation.js';
 import type { Tuning } from './tuning.js';
 
 /**
@@ -156,7 +156,9 @@ export class CandidateTable {
       // tiny prompt whose time is all floor, an adapter load) must not make every later wait here look free
       if (waitMs > 0) cost += waitMs * Math.max(tokensPerMs(st, t), t.prefillTokensPerMs);
       const q = queued(st, fresh, now, t, maxBacklog);
-      const saturated = isSaturated(q, fresh, kv, qd, kvT);
+      // over the KV threshold, an endpoint still takes a request whose prompt it mostly holds (saturation.ts)
+      const saturated =
+        isSaturated(q, fresh, NaN, qd, 0) || (isSaturated(0, fresh, kv, 0, kvT) && !kvTakesCached(st, promptTokens, uncached, prefill, t.kvHeldShare));
       // over the backlog bound (the work ahead and up to ownPrefillShare of the bound of this request's own
       // prefill: a long prompt is over it sooner): counts for the pool's refusal, but stays a candidate while
       // another is under it (its cost carries the backlog, weighed against what its cached prefix saves)

@@ -34,6 +34,13 @@
  * The scraped queue counts as it is. Without fresh metrics the same two tests apply to all our pending
  * requests (in flight beyond the capacity; pending past the TTFT).
  *
+ * The KV test weighs the request too (`kvTakesCached`): an endpoint over the threshold stays a candidate for
+ * a request whose prompt it mostly holds (`Tuning.kvHeldShare`, half) while its free KV holds what is queued
+ * and the prompt's uncached part. The threshold keeps cold prompts from evicting the cache and crowding the
+ * batch; a request that hits the cache there needs few blocks, and sent elsewhere it would be prefilled
+ * whole (on rag traffic under overload the threshold on its own refused 16–20% of the requests, most of
+ * them cached on an endpoint just over 0.8).
+ *
  * Once the backlog bound can judge an endpoint (it is on and a prefill speed has been observed there,
  * `backlogJudges`), the queue test leaves it the queues that form for prefill and counts only what the
  * backlog cannot see. A scraped queue beside free seats waits for the step's token budget, taken by the
@@ -76,6 +83,19 @@ export function overBacklogBound(st: EndpointState, backlogMs: number, uncachedT
   if (!(ownShare > 0)) return false;
   const own = prefillBacklogMs(st, uncachedTokens);
   return backlogMs + Math.min(own, ownShare * maxBacklog) > maxBacklog;
+}
+
+/**
+ * Whether `st`, over the KV-cache threshold, still takes a request: its cache holds at least `share` of the
+ * prompt (`promptTokens`, of which `uncachedTokens` are not there), so the request needs blocks for its
+ * uncached part only and evicts little, and its free KV (from the scrape: 1 − use, × blocks × block size)
+ * holds that part and the prefill queued ahead (`aheadTokens`). Without the cache's size in the signals: no.
+ */
+export function kvTakesCached(st: EndpointState, promptTokens: number, uncachedTokens: number, aheadTokens: number, share: number): boolean {
+  const s = st.sig;
+  if (s === null || !s.numGpuBlocks || !s.blockSize || !(promptTokens > 0)) return false;
+  if (promptTokens - uncachedTokens < share * promptTokens) return false;
+  return aheadTokens + uncachedTokens <= (1 - s.kvUsage) * s.numGpuBlocks * s.blockSize;
 }
 
 /** Most overdue requests counted per endpoint (the count only feeds a threshold and Retry-After). */

@@ -24,6 +24,13 @@ export interface Tuning {
    * any prompt. 0: the bound reads the queue ahead alone
    */
   ownPrefillShare: number;
+  /**
+   * An endpoint over the KV-cache threshold stays a candidate for a request whose prompt it holds at least
+   * this share of in its cache, while its free KV holds the prefill queued ahead and the prompt's uncached
+   * part (saturation.ts `kvTakesCached`): the request needs few new blocks there, evicts little, and is work
+   * the other endpoints would prefill whole. Above 1: off
+   */
+  kvHeldShare: number;
   /** prompt tokens assumed per queued request the gateway did not send itself (seen only in metrics) */
   foreignPromptTokens: number;
   /**
@@ -75,6 +82,7 @@ export const DEFAULT_TUNING: Tuning = {
   idleCostTokens: 64,
   cacheCredit: 2,
   ownPrefillShare: 0.5,
+  kvHeldShare: 0.5,
   foreignPromptTokens: 512,
   requestFloorTokens: 192,
   prefillTokensPerMs: 16,

@@ -1,7 +1,8 @@
 // Affinity that holds under overload (issue #17): while every candidate has prefill work queued, the scored
 // policy credits each endpoint with the prompt tokens its cache saves (Tuning.cacheCredit × those tokens off
 // its cost), so the endpoint holding the prefix keeps the request although its queue is somewhat longer: the
-// hit is work that no later request waits behind. With a candidate free to start at once, no credit.
+// hit is work that no later request waits behind. With a candidate free to start at once, no credit. And an
+// endpoint over the KV threshold stays a candidate for a request whose prompt it holds (Tuning.kvHeldShare).
 import t from 'tap';
 import { Router, type EndpointSignals, type PickResult } from '../../src/routing/index.js';
 
@@ -58,4 +59,45 @@ t.test('a candidate free to start at once: no credit, the cold prefill goes ther
   t.equal(res.endpoint, 'b:1', 'b has nothing queued');
   const b = res.explain!.candidates.find((c) => c.endpoint === 'b:1')!;
   t.equal(b.loadFactor, 1);
+});
+
+/**
+ * Two endpoints with a KV cache of 1000 blocks × 16 tokens and the KV test at 0.8; `a` holds the system
+ * prompt in its cache. Then the scrape shows each endpoint's KV use.
+ */
+function kvPool(kvA: number, kvB: number, kvHeldShare?: number): Router {
+  const tuning = kvHeldShare === undefined ? {} : { kvHeldShare };
+  const r = Router.fromPool('p', { saturation: { queue_depth: 0, kv_cache: 0.8 } }, ['a:1', 'b:1'], { random: () => 0.5, tuning });
+  const kv = (kvUsage: number) => sig({ kvUsage, numGpuBlocks: 1000, blockSize: 16 });
+  for (const e of ['a:1', 'b:1']) r.updateSignals(e, kv(0.1), 0);
+  const first = ok(r.pick('p', { ...withPrefix('warm'), exclude: only('a:1') }, 0));
+  r.onFirstByte(first.ticket, 500);
+  r.onEnd(first.ticket, 600, 'ok');
+  r.updateSignals('a:1', kv(kvA), 900);
+  r.updateSignals('b:1', kv(kvB), 900);
+  return r;
+}
+
+const filteredOut = (r: Router, input: Parameters<Router['pick']>[1]) => {
+  const res = r.pick('p', input, 1000, { dryRun: true, explain: true });
+  return { kind: res.kind, out: (res.explain?.filtered ?? []).filter((f) => f.why === 'saturated').map((f) => f.endpoint), endpoint: res.kind === 'ok' ? res.endpoint : undefined };
+};
+
+t.test('over the KV threshold, an endpoint still takes a request whose prompt it holds, while its free KV has room', async (t) => {
+  // a at 0.85: over the threshold, 15% free (2400 tokens); b at 0.3
+  const cold = filteredOut(kvPool(0.85, 0.3), plain('cold', 2000));
+  t.same(cold.out, ['a:1'], 'a cold prompt: a is saturated, as the threshold says');
+  t.equal(cold.endpoint, 'b:1');
+  const held = filteredOut(kvPool(0.85, 0.3), withPrefix('question'));
+  t.same(held.out, [], 'the prompt a holds (all but its last block): a stays a candidate');
+  t.equal(held.endpoint, 'a:1', 'and keeps it (the cache saves the whole prefill)');
+  // both over the threshold: the held prompt is admitted on a, a cold one is refused
+  const both = kvPool(0.85, 0.9);
+  t.equal(filteredOut(both, withPrefix('question')).endpoint, 'a:1', 'every endpoint over the threshold: the held prompt still goes to a');
+  t.equal(filteredOut(both, plain('cold', 2000)).kind, 'saturated', 'a cold prompt is refused');
+  // no room for even the uncached part (0.9999: under 2 tokens free)
+  t.equal(filteredOut(kvPool(0.9999, 0.9), withPrefix('question')).kind, 'saturated', 'a full cache: refused, held or not');
+  // kvHeldShare above 1: the threshold alone, as before
+  const off = kvPool(0.85, 0.9, 2);
+  t.equal(filteredOut(off, withPrefix('question')).kind, 'saturated', 'kvHeldShare 2: every endpoint over the threshold is refused');
 });
