@@ -69,7 +69,7 @@ export async function runSimTargets(opts: Map<string, string>): Promise<void> {
       if (workload === 'trace' && seed !== seeds[0]) continue;
       const requests: SimRequest[] = workload === 'trace' ? loadTrace(trace) : generateWorkload(workload, { seed });
       for (const scale of scales) {
-        const res = runSimulation({ requests, trace: workload, rateScale: scale, seed, pool, policies: ['scored', 'least_request', 'oracle'] });
+        const res = runSimulation({ requests, trace: workload, rateScale: scale, seed, pool, policies: ['scored', 'least_request', 'oracle'], queue: pool.queue });
         const rep = checkOverloadTargets(res, workload === 'no-sharing');
         const fig = (p: string): Figures => {
           const r = res.runs.find((x) => x.policy === p)!;

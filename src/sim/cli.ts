@@ -47,13 +47,14 @@ Pool:
                             oracle and greedy_estimate read every server's true state (yardsticks): the
                             oracle picks the exact lowest TTFT (each server's state run forward),
                             greedy_estimate an estimate of it
-  --config FILE             take scoring/prefix/saturation/metrics and max_num_seqs from this config's
-                            first pool
+  --config FILE             take scoring/prefix/saturation/metrics, max_num_seqs and the wait queue from
+                            this config's first pool
   --seed N                  seeds generators and the random policy (default 1)
   --queue-max-length N      the gateway's wait queue (pools.<p>.queue.max_length): on saturation sheddable
-                            requests are refused, the others wait, critical first (default 0: no queue,
-                            every class refused)
-  --queue-max-wait D        the longest a request waits there before its 429 (default 10s)
+                            requests are refused, the others wait, critical first (default: the --config
+                            pool's, else 0: no queue, every class refused)
+  --queue-max-wait D        the longest a request waits there before its 429 (default: the --config
+                            pool's max_wait, else 10s)
 Engine (as for "infergate mock"):
 ${ENGINE_FLAGS_HELP}
 Replicas (several gateways, each with its own router, behind a client-side spread; not the oracle):
@@ -301,13 +302,16 @@ async function run(argv: string[], io: SimIo): Promise<number> {
     }
     requests = withPriorities(requests, priorityMix, seed);
   }
-  const queueLength = num(values['queue-max-length'], 'queue-max-length', { int: true, min: 0 }) ?? 0;
-  const queue = queueLength > 0 ? { maxLength: queueLength, maxWaitMs: values['queue-max-wait'] === undefined ? 10_000 : duration(values['queue-max-wait'], 'queue-max-wait') } : undefined;
+  // the wait queue: the flags, else the config's pool (pools.<p>.queue), else none
+  const queueLength = num(values['queue-max-length'], 'queue-max-length', { int: true, min: 0 }) ?? (values['queue-max-length'] === undefined ? pool.queue?.maxLength : undefined) ?? 0;
+  const queueWait = values['queue-max-wait'] !== undefined ? duration(values['queue-max-wait'], 'queue-max-wait') : (pool.queue?.maxWaitMs ?? 10_000);
+  const queue = queueLength > 0 ? { maxLength: queueLength, maxWaitMs: queueWait } : undefined;
 
   if (values.tune) {
     for (const flag of ['replicas', 'queue-max-length', 'priority-mix', 'html', 'targets'] as const) {
       if (values[flag] !== undefined) throw new UsageError(`--tune runs one gateway's scored policy without a queue or classes; it does not take --${flag}`);
     }
+    if (pool.queue) process.stderr.write(`simulate: --tune runs without a wait queue; the config's queue (max_length ${pool.queue.maxLength}) is not modelled\n`);
     const budget = num(values['tune-budget'], 'tune-budget', { int: true, min: 1 }) ?? 30;
     const tuneScales = (list(values['tune-scales']) ?? list(values['rate-scale']) ?? ['1', '2', '3']).map((s) => num(s, 'tune-scales', { min: 1e-6 })!);
     const inputs: TuneInput[] = [];

@@ -19,6 +19,8 @@ export interface PoolSettings {
   metrics?: Partial<{ path: string; interval: Duration; stale_after: Duration }>;
   /** the engines' batch size as the pool is told it (not the simulated engines' own: see --max-num-seqs) */
   max_num_seqs?: number;
+  /** the pool's wait queue (pools.<p>.queue), when the config turns it on: `simulate` models it unless told otherwise */
+  queue?: { maxLength: number; maxWaitMs: number };
 }
 
 /** The simulated pool: the router's input, the pool's options in it, and the scrape interval (ms). */
@@ -28,7 +30,7 @@ export interface SimSetup {
   scrapeIntervalMs: number;
 }
 
-/** scoring/prefix/saturation/metrics (and max_num_seqs, if set) of the first pool of a gateway config file. */
+/** scoring/prefix/saturation/metrics (and max_num_seqs and the wait queue, if set) of the first pool of a gateway config file. */
 export function poolSettingsFromFile(path: string): PoolSettings {
   const cfg = loadConfigFile(path);
   const first = Object.keys(cfg.pools)[0];
@@ -37,6 +39,7 @@ export function poolSettingsFromFile(path: string): PoolSettings {
   const { embeddings: _gatewayOnly, ...prefix } = p.prefix; // which requests the gateway matches: not the picker's
   const out: PoolSettings = { scoring: { ...p.scoring }, prefix, saturation: { ...p.saturation }, metrics: { ...p.metrics } };
   if (p.max_num_seqs !== undefined) out.max_num_seqs = p.max_num_seqs;
+  if (p.queue.max_length > 0) out.queue = { maxLength: p.queue.max_length, maxWaitMs: p.queue.max_wait };
   return out;
 }
 

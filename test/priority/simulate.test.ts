@@ -65,3 +65,32 @@ t.test('simulate --priority-mix: per-class lines and JSON; a bad mix is a usage 
   t.equal(await simulateMain(['--generate', 'no-sharing', '--priority-mix', 'vip=1'], io), 2);
   t.match(err, /--priority-mix takes CLASS=SHARE/);
 });
+
+t.test("simulate --config models the config pool's wait queue; the flags override it", async (t) => {
+  const dir = t.testdir({
+    'queue.yaml':
+      'auth: { mode: none, allow_unauthenticated: true }\nmodels: [{ name: m, pool: p }]\n' +
+      'pools: { p: { endpoints: ["127.0.0.1:1"], max_num_seqs: 16, saturation: { queue_depth: 1, kv_cache: 0.9 }, queue: { max_length: 10, max_wait: 2s } } }\n',
+    'plain.yaml':
+      'auth: { mode: none, allow_unauthenticated: true }\nmodels: [{ name: m, pool: p }]\n' +
+      'pools: { p: { endpoints: ["127.0.0.1:1"], max_num_seqs: 16, saturation: { queue_depth: 1, kv_cache: 0.9 } } }\n',
+  });
+  const io = { out: () => {}, err: (s: string) => void t.comment(s) };
+  const sim = async (name: string, ...extra: string[]) => {
+    const json = `${dir}/${name}.json`;
+    const args = ['--generate', 'no-sharing', '--requests', '300', '--rate-scale', '5.5', '--policies', 'scored', '--max-num-seqs', '16', '--priority-mix', 'critical=0.5,sheddable=0.5', '--json', json, ...extra];
+    t.equal(await simulateMain(args, io), 0);
+    const { readFileSync } = await import('node:fs');
+    return JSON.parse(readFileSync(json, 'utf8')) as { workload: { queue?: unknown }; runs: Array<{ rejected: number; per_priority: Record<string, { queued: number }> }> };
+  };
+  const fromConfig = await sim('config', '--config', `${dir}/queue.yaml`);
+  const fromFlags = await sim('flags', '--config', `${dir}/plain.yaml`, '--queue-max-length', '10', '--queue-max-wait', '2s');
+  const off = await sim('off', '--config', `${dir}/queue.yaml`, '--queue-max-length', '0');
+  t.same(fromConfig.workload.queue, { max_length: 10, max_wait_ms: 2000 }, 'the result says which queue ran');
+  t.ok(fromConfig.runs[0].per_priority.critical.queued > 0, 'critical requests waited in the modelled queue');
+  t.same(fromConfig, fromFlags, 'the same run as with the flags');
+  t.equal(off.workload.queue, undefined, '--queue-max-length 0 turns the config queue off');
+  t.equal(off.runs[0].per_priority.critical.queued, 0);
+  const crit = (r: typeof off) => (r.runs[0].per_priority.critical as unknown as { rejected: number }).rejected;
+  t.ok(crit(off) > crit(fromConfig), `without it more critical requests are refused (${crit(off)} against ${crit(fromConfig)})`);
+});
