@@ -1,7 +1,8 @@
 /**
  * The batching both shares use (Redis, share.ts; IPC between workers, ipc.ts): each pick this gateway
  * learns is copied into a queue, and once per event-loop turn (setImmediate) the queue goes out as one
- * batch in the codec's wire form through the share's transport. What arrives is decoded here too: this
+ * batch in the codec's wire form through the share's transport; so do the turn's stored answers (the
+ * Responses API's ids: where each answer is kept), as a batch of their own. What arrives is decoded here too: this
  * process's own batches (recognised by the sender id) are skipped, the others' picks applied one by one.
  *
  * Never on a request's path: learned() only copies the hashes. Bounds: a batch holds at most MAX_RECORDS
@@ -10,7 +11,7 @@
  * counted once: sent ok, dropped (transport away or behind, batch full, a name too long) or error.
  */
 import { randomBytes } from 'node:crypto';
-import { decode, encode, MAX_HASHES, MAX_RECORDS, nameFits, SENDER_BYTES, type Learned } from './codec.js';
+import { ANSWERS_VERSION, answerFits, decode, decodeAnswers, encode, encodeAnswers, MAX_HASHES, MAX_RECORDS, nameFits, SENDER_BYTES, type Learned, type StoredAnswer } from './codec.js';
 
 /** batches handed to the transport and not yet answered, at most */
 export const MAX_OUTSTANDING = 32;
@@ -36,6 +37,8 @@ export class PickBatcher {
   readonly sender = randomBytes(SENDER_BYTES);
   private queue: Learned[] = [];
   private queuedHashes = 0;
+  /** stored answers (the Responses API's ids) learned this turn: they go out as a batch of their own */
+  private answers: StoredAnswer[] = [];
   private flushScheduled = false;
   private outstanding = 0;
   private closed = false;
@@ -67,6 +70,24 @@ export class PickBatcher {
     for (let i = 0; i < n; i++) hashes[i] = chain[i] >>> 0;
     this.queue.push({ pool, endpoint, hashes });
     this.queuedHashes += n;
+    this.schedule();
+  }
+
+  /**
+   * An answer this gateway relayed and the model server stored (ResponseAffinity's remember): sent in the
+   * turn's batch of stored answers. Never throws, never waits.
+   */
+  answered(a: StoredAnswer): void {
+    if (this.closed) return;
+    if (!this.transport.ready() || this.answers.length >= MAX_RECORDS || !answerFits(a)) {
+      this.count('sent', 'dropped', 1);
+      return;
+    }
+    this.answers.push({ id: a.id, pool: a.pool, endpoint: a.endpoint, model: a.model, target: a.target, tenant: a.tenant });
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
@@ -78,17 +99,25 @@ export class PickBatcher {
     const batch = this.queue;
     this.queue = [];
     this.queuedHashes = 0;
-    if (batch.length === 0 || this.closed) return;
+    const answers = this.answers;
+    this.answers = [];
+    if (this.closed) return;
+    if (batch.length > 0) this.send(batch.length, () => encode(this.sender, batch));
+    if (answers.length > 0) this.send(answers.length, () => encodeAnswers(this.sender, answers));
+  }
+
+  /** One batch of `records` records (encoded by `encode`) to the transport, each record counted once. */
+  private send(records: number, encodeBatch: () => Buffer): void {
     if (!this.transport.ready() || this.outstanding >= MAX_OUTSTANDING) {
-      this.count('sent', 'dropped', batch.length);
+      this.count('sent', 'dropped', records);
       this.transport.trouble();
       return;
     }
     let bytes: Buffer;
     try {
-      bytes = encode(this.sender, batch);
+      bytes = encodeBatch();
     } catch {
-      this.count('sent', 'dropped', batch.length);
+      this.count('sent', 'dropped', records);
       return;
     }
     this.outstanding++;
@@ -97,7 +126,7 @@ export class PickBatcher {
       if (answered) return;
       answered = true;
       this.outstanding--;
-      this.count('sent', err ? 'error' : 'ok', batch.length);
+      this.count('sent', err ? 'error' : 'ok', records);
       if (err) this.transport.trouble(err);
     };
     try {
@@ -108,8 +137,12 @@ export class PickBatcher {
     }
   }
 
-  /** A batch from the backend: decoded (malformed: counted, dropped), ours skipped, the others' picks applied. */
-  received(message: Buffer, apply: (pool: string, endpoint: string, hashes: Uint32Array) => void): void {
+  /**
+   * A batch from the backend: decoded (malformed: counted, dropped), ours skipped, the others' picks (or
+   * stored answers, with `remember`) applied.
+   */
+  received(message: Buffer, apply: (pool: string, endpoint: string, hashes: Uint32Array) => void, remember?: (a: StoredAnswer) => void): void {
+    if (message.length > 1 && message[1] === ANSWERS_VERSION) return this.receivedAnswers(message, remember);
     let batch;
     try {
       batch = decode(message);
@@ -129,8 +162,30 @@ export class PickBatcher {
     }
   }
 
+  private receivedAnswers(message: Buffer, remember: ((a: StoredAnswer) => void) | undefined): void {
+    let batch;
+    try {
+      batch = decodeAnswers(message);
+    } catch {
+      this.count('received', 'invalid', 1);
+      return;
+    }
+    if (batch.sender.equals(this.sender)) return;
+    for (const a of batch.answers) {
+      try {
+        if (remember === undefined) throw new Error('stored answers are not taken here');
+        remember(a);
+      } catch {
+        this.count('received', 'invalid', 1);
+        continue;
+      }
+      this.count('received', 'ok', 1);
+    }
+  }
+
   close(): void {
     this.closed = true;
     this.queue = [];
+    this.answers = [];
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The wire form of what replicas tell each other: a batch of learned picks (pool, endpoint, the request's
- * prefix block hashes), binary and compact. Pure: no I/O.
+ * prefix block hashes), binary and compact; and a batch of stored answers (below). Pure: no I/O.
  *
  * Layout (little-endian):
  *   u8 magic 0x49 ('I'), u8 version 1, 8 bytes sender id, u16 string count, u16 record count,
@@ -122,4 +122,92 @@ export function decode(buf: Buffer): Batch {
   }
   if (o !== buf.length) throw new Error('trailing bytes');
   return { sender: Buffer.from(sender), records };
+}
+
+/**
+ * The second kind of message: a batch of stored answers (the Responses API's ids, with where each answer is
+ * kept and whose it is: gateway/response-affinity.ts), so that a retrieve, a cancel or a follow-up reaching
+ * another replica or worker finds the server that holds it. Same magic, version byte 2 (a gateway that
+ * reads only version 1 counts it invalid and goes on).
+ *
+ * Layout (little-endian): u8 magic 0x49, u8 version 2, 8 bytes sender id, u16 answer count, then per answer
+ * six strings, each u8 byte length + UTF-8 bytes: id, pool, endpoint, model, target, tenant (the tenant may
+ * be empty: auth off; the others may not). An answer with a field over 255 bytes is not sent.
+ */
+export const ANSWERS_VERSION = 2;
+
+export interface StoredAnswer {
+  id: string;
+  pool: string;
+  endpoint: string;
+  model: string;
+  target: string;
+  tenant: string;
+}
+
+const ANSWER_FIELDS = ['id', 'pool', 'endpoint', 'model', 'target', 'tenant'] as const;
+const ANSWER_HEADER = 2 + SENDER_BYTES + 2;
+
+/** Whether an answer fits the wire form: every field at most 255 bytes, all but the tenant non-empty. */
+export function answerFits(a: StoredAnswer): boolean {
+  for (const f of ANSWER_FIELDS) {
+    const v = a[f];
+    if (typeof v !== 'string' || Buffer.byteLength(v, 'utf8') > NAME_MAX || (v.length === 0 && f !== 'tenant')) return false;
+  }
+  return true;
+}
+
+/** A batch of stored answers as bytes: at most MAX_RECORDS, each one that fits (answerFits). */
+export function encodeAnswers(sender: Buffer, answers: readonly StoredAnswer[]): Buffer {
+  if (sender.length !== SENDER_BYTES) throw new Error(`the sender id is ${SENDER_BYTES} bytes`);
+  if (answers.length > MAX_RECORDS) throw new Error(`a batch holds at most ${MAX_RECORDS} records`);
+  const parts: Buffer[] = [];
+  let size = ANSWER_HEADER;
+  for (const a of answers) {
+    if (!answerFits(a)) throw new Error('a stored answer has a field that is empty or over 255 bytes');
+    for (const f of ANSWER_FIELDS) {
+      const b = Buffer.from(a[f], 'utf8');
+      parts.push(b);
+      size += 1 + b.length;
+    }
+  }
+  const out = Buffer.allocUnsafe(size);
+  out[0] = MAGIC;
+  out[1] = ANSWERS_VERSION;
+  sender.copy(out, 2);
+  let o = 2 + SENDER_BYTES;
+  out.writeUInt16LE(answers.length, o);
+  o += 2;
+  for (const b of parts) {
+    out[o++] = b.length;
+    b.copy(out, o);
+    o += b.length;
+  }
+  return out;
+}
+
+/** The batch of stored answers in `buf`; throws (with a reason) on any malformed input. */
+export function decodeAnswers(buf: Buffer): { sender: Buffer; answers: StoredAnswer[] } {
+  if (buf.length < ANSWER_HEADER) throw new Error('shorter than a header');
+  if (buf[0] !== MAGIC) throw new Error('not an infergate cluster message');
+  if (buf[1] !== ANSWERS_VERSION) throw new Error(`version ${buf[1]} is not a batch of stored answers`);
+  const sender = Buffer.from(buf.subarray(2, 2 + SENDER_BYTES));
+  let o = 2 + SENDER_BYTES;
+  const n = buf.readUInt16LE(o);
+  o += 2;
+  if (n > MAX_RECORDS) throw new Error('too many records');
+  const answers: StoredAnswer[] = [];
+  for (let k = 0; k < n; k++) {
+    const v: string[] = [];
+    for (const f of ANSWER_FIELDS) {
+      if (o >= buf.length) throw new Error('truncated in the answers');
+      const len = buf[o++];
+      if ((len === 0 && f !== 'tenant') || o + len > buf.length) throw new Error(`an answer's ${f} is empty or truncated`);
+      v.push(buf.toString('utf8', o, o + len));
+      o += len;
+    }
+    answers.push({ id: v[0], pool: v[1], endpoint: v[2], model: v[3], target: v[4], tenant: v[5] });
+  }
+  if (o !== buf.length) throw new Error('trailing bytes');
+  return { sender, answers };
 }

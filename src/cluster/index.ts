@@ -10,6 +10,7 @@ import type { ClusterConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import { ClusterShare } from './share.js';
 import { IpcShare, type Channel } from './ipc.js';
+import type { StoredAnswer } from './codec.js';
 
 export { ClusterShare } from './share.js';
 export { IpcShare } from './ipc.js';
@@ -24,6 +25,8 @@ export interface RemoteLearner {
 export interface RoutingShare {
   /** a pick this gateway learned (Router onLearn); never throws, never waits */
   learned(pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number): void;
+  /** an answer this gateway relayed and its server stored (the Responses API); never throws, never waits */
+  answered(a: StoredAnswer): void;
   close(): void;
 }
 
@@ -37,7 +40,7 @@ export function startCluster(
   router: RemoteLearner,
   registry: client.Registry,
   logger: Logger,
-  opts: { ipc?: boolean; channel?: Channel } = {},
+  opts: { ipc?: boolean; channel?: Channel; remember?: (a: StoredAnswer) => void } = {},
 ): RoutingShare | undefined {
   const redis = config.backend === 'redis' && config.url !== undefined;
   const channel = opts.channel ?? (process as Channel);
@@ -51,7 +54,7 @@ export function startCluster(
   connected.set(0);
   const messages = new client.Counter<'direction' | 'result'>({
     name: 'infergate_cluster_messages_total',
-    help: 'Learned picks shared with the replicas or sibling workers (sent) and from them (received), by result: ok, dropped (the backend away or behind), invalid (malformed), error (publish failed).',
+    help: 'Learned picks and stored answers (Responses API ids) shared with the replicas or sibling workers (sent) and from them (received), by result: ok, dropped (the backend away or behind), invalid (malformed), error (publish failed).',
     labelNames: ['direction', 'result'],
     registers,
   });
@@ -60,6 +63,7 @@ export function startCluster(
   if (!redis || config.url === undefined) {
     return new IpcShare(channel, {
       apply,
+      remember: opts.remember,
       count: (direction, result, n) => messages.inc({ direction, result }, n),
       connected: (up) => connected.set(up ? 1 : 0),
     });
@@ -68,6 +72,7 @@ export function startCluster(
     { url: config.url, channel: config.channel },
     {
       apply,
+      remember: opts.remember,
       count: (direction, result, n) => messages.inc({ direction, result }, n),
       connected: (up) => connected.set(up ? 1 : 0),
       warn: (fields, msg) => logger.warn(fields, msg),

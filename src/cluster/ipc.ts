@@ -13,6 +13,7 @@
  * channel (the parent gone) drops everything.
  */
 import { PickBatcher, type Direction, type Result } from './batcher.js';
+import type { StoredAnswer } from './codec.js';
 
 export { MAX_OUTSTANDING } from './batcher.js';
 
@@ -38,6 +39,8 @@ export interface Channel {
 /** What the IPC share tells the gateway: what to apply, counts, and whether the channel is open. */
 export interface IpcHooks {
   apply(pool: string, endpoint: string, hashes: Uint32Array): void;
+  /** a stored answer another worker relayed: remember where it is kept */
+  remember?(a: StoredAnswer): void;
   count(direction: Direction, result: Result, n: number): void;
   connected(up: boolean): void;
 }
@@ -46,7 +49,7 @@ export class IpcShare {
   private readonly batcher: PickBatcher;
   private closed = false;
   private readonly onMessage = (m: unknown): void => {
-    if (isLearnMessage(m)) this.batcher.received(Buffer.from(m.b.buffer, m.b.byteOffset, m.b.byteLength), (p, e, h) => this.hooks.apply(p, e, h));
+    if (isLearnMessage(m)) this.batcher.received(Buffer.from(m.b.buffer, m.b.byteOffset, m.b.byteLength), (p, e, h) => this.hooks.apply(p, e, h), this.hooks.remember && ((a) => this.hooks.remember!(a)));
   };
 
   constructor(
@@ -75,6 +78,11 @@ export class IpcShare {
   /** A pick this worker learned (Router onLearn): batched (batcher.ts). Never throws. */
   learned(pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number): void {
     if (!this.closed) this.batcher.learned(pool, endpoint, chain, totalBlocks);
+  }
+
+  /** A stored answer this worker relayed: batched with the turn's others. Never throws. */
+  answered(a: StoredAnswer): void {
+    if (!this.closed) this.batcher.answered(a);
   }
 
   close(): void {

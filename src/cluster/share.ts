@@ -19,6 +19,7 @@
  */
 import { Redis } from 'ioredis';
 import { PickBatcher, type Direction, type Result } from './batcher.js';
+import type { StoredAnswer } from './codec.js';
 
 export { MAX_BATCH_HASHES, MAX_OUTSTANDING, type Direction, type Result } from './batcher.js';
 export const PUBLISH_TIMEOUT_MS = 1000;
@@ -33,7 +34,9 @@ export interface ClusterOptions {
 export interface ClusterHooks {
   /** what another replica learned: apply it to this gateway's index */
   apply(pool: string, endpoint: string, hashes: Uint32Array): void;
-  /** counts of learned picks (records), by direction and result */
+  /** a stored answer another replica relayed: remember where it is kept (the Responses API's retrieve) */
+  remember?(a: StoredAnswer): void;
+  /** counts of learned picks and stored answers (records), by direction and result */
   count(direction: Direction, result: Result, n: number): void;
   connected(up: boolean): void;
   warn(fields: Record<string, unknown>, msg: string): void;
@@ -86,7 +89,7 @@ export class ClusterShare {
         (err: Error) => this.check(err),
       );
     });
-    this.sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.batcher.received(message, (p, e, h) => hooks.apply(p, e, h)));
+    this.sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.batcher.received(message, (p, e, h) => hooks.apply(p, e, h), hooks.remember && ((a) => hooks.remember!(a))));
     this.pub.on('ready', () => this.check());
     for (const c of [this.pub, this.sub]) {
       c.on('close', () => {
@@ -106,6 +109,11 @@ export class ClusterShare {
   /** A pick this gateway learned (Router onLearn): batched (batcher.ts). Never throws, never waits. */
   learned(pool: string, endpoint: string, chain: ArrayLike<number>, totalBlocks: number): void {
     if (!this.closed) this.batcher.learned(pool, endpoint, chain, totalBlocks);
+  }
+
+  /** A stored answer this gateway relayed: batched with the turn's others. Never throws. */
+  answered(a: StoredAnswer): void {
+    if (!this.closed) this.batcher.answered(a);
   }
 
   /** Re-reads the connections' state: the gauge, and the log lines (down at most once a minute; back once). */

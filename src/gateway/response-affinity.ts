@@ -7,8 +7,10 @@
  * a TTL. A follow-up whose id it knows is picked with that endpoint preferred (PickInput.prefer); an id it
  * never saw, or one whose endpoint is gone, is routed as any request (the server answers its not-found).
  * A retrieve or cancel goes to the remembered endpoint only; an id the gateway does not know is answered
- * 404 by the gateway itself. The map is this process's own: replicas (cluster.backend: redis) and
- * `--workers` do not share it.
+ * 404 by the gateway itself. Replicas (cluster.backend: redis) and the workers of `--workers` share what
+ * they remember (src/cluster/: each answer's id, pool, endpoint, models and tenant, batched per event-loop
+ * turn), so a retrieve or follow-up reaching another replica finds the server that keeps the answer once
+ * that batch has arrived (the next turn over IPC, a Redis round trip between replicas).
  */
 import { LRUCache } from 'lru-cache';
 import { errors, type ApiError } from '../openai/errors.js';
@@ -59,9 +61,27 @@ export class ResponseAffinity {
     return this.cache?.size ?? 0;
   }
 
+  /**
+   * Told of each answer this process remembers (the cluster share sends it to the replicas or sibling
+   * workers: src/cluster/); never of one learned from them.
+   */
+  onRemember: ((id: string, served: Served) => void) | undefined;
+
   /** An answer with this id was served as `served` says. */
   remember(id: string, served: Served): void {
-    this.cache?.set(id, served);
+    if (this.cache === null) return;
+    this.cache.set(id, served);
+    this.onRemember?.(id, served);
+  }
+
+  /**
+   * An answer another replica or worker served (from the cluster share): remembered as if relayed here, not
+   * passed on. A pool or endpoint this gateway does not have is kept too: a retrieve of it answers 502, as
+   * one whose server left the pool.
+   */
+  rememberRemote(id: string, served: Served): void {
+    if (this.cache === null || idProblem(id) !== null) return;
+    this.cache.set(id, { pool: served.pool, endpoint: served.endpoint, model: served.model, target: served.target, tenant: served.tenant });
   }
 
   /** What is remembered of the answer `id`, if anything (a follow-up, a retrieve or a cancel of it). */

@@ -144,7 +144,12 @@ export class Gateway implements GatewayContext {
       logger: this.logger,
       onBackendUp: (up) => this.metrics.quotaBackendUp.set(up ? 1 : 0),
     });
-    this.cluster = startCluster(config.cluster, this.router, this.metrics.registry, this.logger, { ipc: placement !== undefined });
+    this.cluster = startCluster(config.cluster, this.router, this.metrics.registry, this.logger, {
+      ipc: placement !== undefined,
+      remember: (a) => this.responseAffinity.rememberRemote(a.id, a),
+    });
+    const cluster = this.cluster;
+    if (cluster) this.responseAffinity.onRemember = (id, s) => cluster.answered({ id, pool: s.pool, endpoint: s.endpoint, model: s.model, target: s.target, tenant: s.tenant });
     this.scheme = config.listen.tls ? 'https' : 'http';
     this.cors = config.cors ? new Cors(config.cors) : undefined;
   }

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { setImmediate as turn } from 'node:timers/promises';
 import { PickBatcher, MAX_OUTSTANDING, MAX_BATCH_HASHES } from '../../src/cluster/batcher.js';
-import { decode, MAX_RECORDS } from '../../src/cluster/codec.js';
+import { decode, decodeAnswers, MAX_RECORDS } from '../../src/cluster/codec.js';
 
 function harness() {
   const sent: Buffer[] = [];
@@ -119,4 +119,33 @@ t.test('received: the others applied, our own skipped, malformed counted', async
   me.b.learned('p', 'a:1', chain, 4);
   await turn();
   t.equal(me.sent.length, 1, 'closed: nothing more sent');
+});
+
+t.test('stored answers: a batch of their own per turn beside the picks, applied by the others, counted', async (t) => {
+  const me = harness();
+  const other = harness();
+  const a = { id: 'resp_1', pool: 'p', endpoint: 'a:1', model: 'm', target: 'm', tenant: '' };
+  other.b.learned('p', 'a:1', chain, 4);
+  other.b.answered(a);
+  other.b.answered({ ...a, id: 'resp_2', tenant: 'acme' });
+  other.b.answered({ ...a, id: 'x'.repeat(300) }); // does not fit: dropped
+  await turn();
+  t.equal(other.sent.length, 2, 'one batch of picks, one of answers');
+  t.same(decodeAnswers(other.sent[1]).answers.map((x) => x.id), ['resp_1', 'resp_2']);
+  t.equal(other.count('sent:ok'), 3, 'a pick and two answers sent');
+  t.equal(other.count('sent:dropped'), 1, 'the answer that does not fit');
+  const remembered: string[] = [];
+  const applied: string[] = [];
+  me.b.received(other.sent[1], (p) => applied.push(p), (x) => remembered.push(`${x.id}/${x.tenant}`));
+  t.same(remembered, ['resp_1/', 'resp_2/acme']);
+  t.same(applied, [], 'no pick applied from a batch of answers');
+  me.b.received(other.sent[1], () => {}); // a share that takes no answers
+  t.equal(me.count('received:invalid'), 2, 'counted invalid where nobody takes them');
+  me.b.answered(a);
+  await turn();
+  me.b.received(me.sent[0], () => {}, (x) => remembered.push(x.id));
+  t.equal(remembered.length, 2, 'our own answers, back from the channel, skipped');
+  me.state.ready = false;
+  me.b.answered(a);
+  t.equal(me.count('sent:dropped'), 1, 'not ready: dropped at once');
 });

@@ -1,9 +1,11 @@
 // Two gateway processes sharing routing knowledge through a real redis-server (cluster.backend: redis),
 // in front of the same real mock vLLM servers: a conversation whose turns alternate between the gateways
-// keeps landing on the endpoint that holds its prefix (that mock's prefix-cache hits rise); with Redis
+// keeps landing on the endpoint that holds its prefix (that mock's prefix-cache hits rise), a stored Responses
+// API answer made through one is retrieved through the other; with Redis
 // killed both keep serving and say they are on their own (gauge, log line); with Redis back, sharing resumes.
 import t from 'tap';
 import { Redis } from 'ioredis';
+import { request } from 'undici';
 import { startRedis } from '../helpers/redis.js';
 import { startGateway, gatewayConfig, until, type RunningGateway } from '../helpers/process.js';
 import { startMocks, chat, longText, scrape, metric, mockMetric } from '../e2e/support.js';
@@ -61,6 +63,26 @@ t.test('a conversation alternating between the gateways stays on its endpoint', 
   for (let i = 0; i < convs.length; i++) {
     t.equal(await turn(a, convs[i], 'Third question, back through the first gateway.'), homes[i], `conversation ${i}, turn 3 through A`);
   }
+});
+
+t.test('a stored Responses API answer made through one gateway is retrieved through the other', async (t) => {
+  const before = await messages(b, 'received', 'ok');
+  const made = await request(`${a.url}/v1/responses`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'test-model', input: 'kept by one server', max_output_tokens: 4 }),
+  });
+  const body = (await made.body.json()) as { id: string };
+  t.equal(made.statusCode, 200);
+  const home = String(made.headers['x-infergate-endpoint']);
+  await until(async () => (await messages(b, 'received', 'ok')) > before, 10_000, 'B heard of the answer');
+  const got = await request(`${b.url}/v1/responses/${body.id}`);
+  t.equal(got.statusCode, 200, 'retrieved through B');
+  t.equal(got.headers['x-infergate-endpoint'], home, 'from the server that stored it');
+  t.equal(((await got.body.json()) as { id: string }).id, body.id);
+  const unknown = await request(`${b.url}/v1/responses/resp_never_made_here`);
+  t.equal(unknown.statusCode, 404, 'an id neither gateway relayed: still 404');
+  await unknown.body.dump();
 });
 
 t.test('whatever else is published on the channel is counted invalid and changes nothing', async (t) => {

@@ -2,7 +2,7 @@
 // servers, reached by real clients (undici, one new connection per request): the kernel spreads the
 // connections over both workers (the access log's worker field says which served); a conversation whose
 // turns reach different workers keeps landing on one mock (the learned picks go over IPC through the
-// parent: no Redis); the parent's admin port sums the workers' metrics; a killed worker is restarted; a
+// parent: no Redis), and so does a stored Responses API answer's retrieve and follow-up; the parent's admin port sums the workers' metrics; a killed worker is restarted; a
 // port another process holds, and a worker that cannot start, fail the start once; SIGTERM drains and
 // exits 0; restarted workers that keep failing stop the whole process.
 import t from 'tap';
@@ -188,6 +188,42 @@ t.test('without Redis, a conversation whose turns reach different workers stays 
   const gained = hitsAfter.reduce((s, h, i) => s + h - hitsBefore[i], 0);
   t.ok(gained >= turns * 500, `the later turns found their prefixes cached (${gained} tokens of prefix-cache hits)`);
   t.ok((await adminMetric('infergate_worker_relayed_total', { result: 'ok' })) > 0, 'the parent relayed the picks');
+});
+
+t.test('a stored Responses API answer made on one worker is retrieved and followed up from either', async (t) => {
+  const made = await once('/v1/responses', { model: 'test-model', input: 'keep this answer', max_output_tokens: 4 });
+  t.equal(made.status, 200, made.body);
+  const id = (JSON.parse(made.body) as { id: string }).id;
+  const maker = await workerOf(made.requestId);
+  await picksDelivered(); // the answer's id went to the other worker with the turn's batch
+  const served = new Set<number>();
+  let tries = 0;
+  await until(
+    async () => {
+      tries++;
+      const r = await once(`/v1/responses/${id}`);
+      t.equal(r.status, 200, `retrieve ${tries}: ${r.body.slice(0, 120)}`);
+      t.equal(r.endpoint, made.endpoint, 'from the server that stored it');
+      served.add(await workerOf(r.requestId));
+      return served.size === 2;
+    },
+    30_000,
+    'retrieves served by both workers',
+  );
+  t.pass(`made on worker ${maker}; ${tries} retrieves on new connections, served by workers ${[...served].sort().join(' and ')}`);
+  const followed = new Set<number>();
+  await until(
+    async () => {
+      const r = await once('/v1/responses', { model: 'test-model', input: 'and then?', previous_response_id: id, max_output_tokens: 4 });
+      t.equal(r.status, 200, r.body.slice(0, 120));
+      t.equal(r.endpoint, made.endpoint, 'a follow-up lands on the server that keeps the answer');
+      followed.add(await workerOf(r.requestId));
+      await picksDelivered();
+      return followed.size === 2;
+    },
+    30_000,
+    'follow-ups through both workers',
+  );
 });
 
 t.test('a killed worker is restarted, and the port keeps serving', async (t) => {
