@@ -75,7 +75,8 @@ t.test('a stored Responses API answer made through one gateway is retrieved thro
   const body = (await made.body.json()) as { id: string };
   t.equal(made.statusCode, 200);
   const home = String(made.headers['x-infergate-endpoint']);
-  await until(async () => (await messages(b, 'received', 'ok')) > before, 10_000, 'B heard of the answer');
+  // all that A sent (the pick and the answer go in two batches of the turn) has reached B
+  await until(async () => (await messages(b, 'received', 'ok')) > before && (await messages(b, 'received', 'ok')) === (await messages(a, 'sent', 'ok')), 10_000, 'B heard of the answer');
   const got = await request(`${b.url}/v1/responses/${body.id}`);
   t.equal(got.statusCode, 200, 'retrieved through B');
   t.equal(got.headers['x-infergate-endpoint'], home, 'from the server that stored it');
