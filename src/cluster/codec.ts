@@ -38,6 +38,15 @@ export function nameFits(name: string): boolean {
   return name.length > 0 && Buffer.byteLength(name, 'utf8') <= NAME_MAX;
 }
 
+/** A message of `size` bytes with its magic, version and sender written (the rest is the caller's). */
+function message(size: number, version: number, sender: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(size);
+  out[0] = MAGIC;
+  out[1] = version;
+  sender.copy(out, 2);
+  return out;
+}
+
 /** One batch as bytes. `records` must hold at most MAX_RECORDS, with names that fit (nameFits). */
 export function encode(sender: Buffer, records: readonly Learned[]): Buffer {
   if (sender.length !== SENDER_BYTES) throw new Error(`the sender id is ${SENDER_BYTES} bytes`);
@@ -64,10 +73,7 @@ export function encode(sender: Buffer, records: readonly Learned[]): Buffer {
     if (b.length > NAME_MAX || b.length === 0) throw new Error('a pool or endpoint name is empty or over 255 bytes');
     size += 1 + b.length;
   }
-  const out = Buffer.allocUnsafe(size);
-  out[0] = MAGIC;
-  out[1] = VERSION;
-  sender.copy(out, 2);
+  const out = message(size, VERSION, sender);
   let o = 2 + SENDER_BYTES;
   out.writeUInt16LE(nameBytes.length, o);
   out.writeUInt16LE(records.length, o + 2);
@@ -171,10 +177,7 @@ export function encodeAnswers(sender: Buffer, answers: readonly StoredAnswer[]):
       size += 1 + b.length;
     }
   }
-  const out = Buffer.allocUnsafe(size);
-  out[0] = MAGIC;
-  out[1] = ANSWERS_VERSION;
-  sender.copy(out, 2);
+  const out = message(size, ANSWERS_VERSION, sender);
   let o = 2 + SENDER_BYTES;
   out.writeUInt16LE(answers.length, o);
   o += 2;
