@@ -77,10 +77,12 @@ export class ResponseAffinity {
   /**
    * An answer another replica or worker served (from the cluster share): remembered as if relayed here, not
    * passed on. A pool or endpoint this gateway does not have is kept too: a retrieve of it answers 502, as
-   * one whose server left the pool.
+   * one whose server left the pool. Throws on what is not a response id (the share counts it invalid).
    */
   rememberRemote(id: string, served: Served): void {
-    if (this.cache === null || idProblem(id) !== null) return;
+    const problem = idProblem(id);
+    if (problem !== null) throw new Error(`a stored answer's id ${problem}`);
+    if (this.cache === null) return;
     this.cache.set(id, { pool: served.pool, endpoint: served.endpoint, model: served.model, target: served.target, tenant: served.tenant });
   }
 

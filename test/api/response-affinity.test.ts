@@ -13,7 +13,7 @@ import { request } from 'undici';
 import OpenAI from 'openai';
 import { stringify } from 'yaml';
 import { gatewayConfig, metric, scrape, startGateway, startMocks, until } from '../e2e/support.js';
-import { ResponseIdWatch } from '../../src/gateway/response-affinity.js';
+import { ResponseAffinity, ResponseIdWatch } from '../../src/gateway/response-affinity.js';
 import { AnswerUsage } from '../../src/openai/usage.js';
 
 const mocks = await startMocks(3, ['--model', 'test-model']);
@@ -246,4 +246,23 @@ t.test('the id past the size the usage reader keeps (1 MiB)', async (t) => {
   const deltas = Buffer.from(`data: {"type":"response.output_text.delta","delta":"${'y'.repeat(1000)}"}\n\n`.repeat(2_000));
   t.equal(idOf([first, deltas], true), 'resp_long', 'a stream of 2 MB: its first event gives the id');
   t.equal(idOf([deltas, first], true), undefined, 'an id first seen past the first 1 MiB of a stream is not looked for');
+});
+
+t.test('the map and the cluster share: its own answers told on, those from replicas kept and not told on', async (t) => {
+  const map = new ResponseAffinity({ max_entries: 8, ttl: 60_000 });
+  const told: string[] = [];
+  map.onRemember = (id) => told.push(id);
+  const served = { pool: 'p', endpoint: 'a:1', model: 'm', target: 'm', tenant: 'acme' };
+  map.remember('resp_own', served);
+  map.rememberRemote('resp_remote', { ...served, endpoint: 'b:1' });
+  t.same(told, ['resp_own'], 'only what this process relayed goes to the others');
+  t.same(map.lookup('resp_remote'), { ...served, endpoint: 'b:1' }, "a replica's answer is routed as one relayed here");
+  t.throws(() => map.rememberRemote('bad id', served), /printable ASCII/, 'what is not an id is refused (counted invalid by the share)');
+  t.equal(map.lookup('bad id'), undefined);
+  const off = new ResponseAffinity({ max_entries: 0, ttl: 60_000 });
+  off.onRemember = (id) => told.push(id);
+  off.remember('resp_x', served);
+  off.rememberRemote('resp_y', served);
+  t.equal(told.length, 1, 'with the map off nothing is remembered or told');
+  t.equal(off.lookup('resp_y'), undefined);
 });
