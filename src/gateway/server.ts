@@ -129,6 +129,7 @@ export class Gateway implements GatewayContext {
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
       bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
       openConnections: () => this.front?.openConnections ?? 0,
+      storedResponseIds: () => this.responseAffinity?.size ?? 0,
       readiness: () => {
         const r = this.readiness(Date.now());
         return this.draining ? { ...r, ready: false } : r; // as /readyz answers: 503 while draining

@@ -66,6 +66,8 @@ const GAUGE_AGGREGATION: Record<string, 'min' | 'max'> = {
   infergate_pool_endpoints: 'max',
   infergate_pool_queue_waiting: 'max',
   infergate_pool_saturated: 'max',
+  // every worker holds (nearly) the same ids once they are shared over IPC: not a count to add up
+  infergate_response_affinity_entries: 'max',
 };
 
 type MetricJson = { name: string; type: string; aggregator?: string };

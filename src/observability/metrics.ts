@@ -36,6 +36,8 @@ export interface EndpointGaugeSource {
   bufferedBodyBytes?(): number;
   /** client-port connections with a request in progress */
   openConnections?(): number;
+  /** Responses API answer ids remembered (response_affinity: relayed here, or told by replicas) */
+  storedResponseIds?(): number;
   /** /readyz's answer: the gateway ready, and each configured model ready */
   readiness?(): { ready: boolean; models: ReadonlyArray<{ model: string; ready: boolean }> };
   /** auth.mode none: infergate_auth_disabled is 1 */
@@ -405,6 +407,14 @@ export class GatewayMetrics {
       registers,
       collect() {
         this.set(source.openConnections?.() ?? 0);
+      },
+    });
+    new client.Gauge({
+      name: 'infergate_response_affinity_entries',
+      help: 'Responses API answer ids the gateway remembers with the endpoint that keeps each (response_affinity: relayed here, or told by replicas and sibling workers); at most response_affinity.max_entries.',
+      registers,
+      collect() {
+        this.set(source.storedResponseIds?.() ?? 0);
       },
     });
     new client.Gauge({

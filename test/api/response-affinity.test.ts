@@ -142,6 +142,7 @@ t.test('the bound: past max_entries the oldest id is forgotten and its follow-up
   const last = await client.responses.create({ model: 'test-model', input: 'and?', previous_response_id: kept[3].id, max_output_tokens: 2 });
   t.ok(last.id);
   t.equal((await affinity(gw.adminUrl, 'pinned')) - pinnedBefore, 1, 'the newest is still pinned');
+  t.equal(metric(await scrape(gw.adminUrl), 'infergate_response_affinity_entries'), 4, 'infergate_response_affinity_entries: the map full at max_entries 4');
 });
 
 t.test('a pinned server removed by a reload: the next turn is routed normally and gets not-found', async (t) => {

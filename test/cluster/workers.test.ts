@@ -211,6 +211,7 @@ t.test('a stored Responses API answer made on one worker is retrieved and follow
     'retrieves served by both workers',
   );
   t.pass(`made on worker ${maker}; ${tries} retrieves on new connections, served by workers ${[...served].sort().join(' and ')}`);
+  t.equal(await adminMetric('infergate_response_affinity_entries'), 1, "the parent shows the workers' map (the largest, not their sum): one answer");
   const followed = new Set<number>();
   await until(
     async () => {
