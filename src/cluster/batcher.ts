@@ -75,7 +75,8 @@ export class PickBatcher {
 
   /**
    * An answer this gateway relayed and the model server stored (ResponseAffinity's remember): sent in the
-   * turn's batch of stored answers. Never throws, never waits.
+   * turn's batch of stored answers; `a` is kept as given (the caller makes it for this call). Never throws,
+   * never waits.
    */
   answered(a: StoredAnswer): void {
     if (this.closed) return;
@@ -83,7 +84,7 @@ export class PickBatcher {
       this.count('sent', 'dropped', 1);
       return;
     }
-    this.answers.push({ id: a.id, pool: a.pool, endpoint: a.endpoint, model: a.model, target: a.target, tenant: a.tenant });
+    this.answers.push(a);
     this.schedule();
   }
 

@@ -150,7 +150,7 @@ export class Gateway implements GatewayContext {
       remember: (a) => this.responseAffinity.rememberRemote(a.id, a),
     });
     const cluster = this.cluster;
-    if (cluster) this.responseAffinity.onRemember = (id, s) => cluster.answered({ id, pool: s.pool, endpoint: s.endpoint, model: s.model, target: s.target, tenant: s.tenant });
+    if (cluster) this.responseAffinity.onRemember = (id, served) => cluster.answered({ id, ...served });
     this.scheme = config.listen.tls ? 'https' : 'http';
     this.cors = config.cors ? new Cors(config.cors) : undefined;
   }
