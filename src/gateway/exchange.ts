@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import { promptBodyOf, renderPromptHead } from '../openai/prompt.js';
+import { pairExtraChars, promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
 import type { ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
@@ -42,7 +42,7 @@ import { previousResponseId, ResponseIdWatch, storedQueryProblem, storedResponse
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
  * field): a whole JSON answer's usage is still read.
  */
-const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize']);
+const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score']);
 
 /**
  * body: reading it; admission: body checked, waiting for the token's verification or a check; queued: in
@@ -384,14 +384,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     const prefix = this.poolCfg.prefix;
     const kind = this.kind;
     ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
+    this.promptChars += pairExtraChars(kind, body);
     this.promptTokens = tokensOfChars(this.promptChars);
-    // No prefix affinity where no KV cache is reused: tokenizing, and embeddings unless the pool asks for
-    // it. An empty text matches nothing and teaches the index nothing; an embedding's length still weighs
+    // No prefix affinity where no KV cache is reused: tokenizing, reranking and scoring (a cross-encoder's
+    // pass over each pair), and embeddings unless the pool asks for it. An empty text matches nothing and teaches the index nothing; an embedding's length still weighs
     // the load, while tokenizing runs no model at all: no prefill work, no tokens charged to the tenant.
     if (kind === 'tokenize' || kind === 'detokenize') {
       this.promptText = '';
       this.promptTokens = 0;
-    } else if (kind === 'embeddings' && !prefix.embeddings) this.promptText = '';
+    } else if ((kind === 'embeddings' && !prefix.embeddings) || kind === 'rerank' || kind === 'score') this.promptText = '';
     this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
     this.phase = 'admission';
     if (this.identity) this.admit(); // else the verification, when it ends, admits

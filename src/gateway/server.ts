@@ -34,7 +34,7 @@ import { Front, type FrontFacts } from './uws-front.js';
 import { TlsReloader } from './tls-reload.js';
 import { Cors } from './cors.js';
 import type { ApiKind } from '../openai/validate.js';
-import { API_PATHS } from '../openai/validate.js';
+import { API_ALIAS_PATHS, API_PATHS } from '../openai/validate.js';
 import { addressMatcher } from '../common/ip.js';
 import { recordFrontAnswer } from './record.js';
 import { parseTraceparent } from '../observability/trace.js';
@@ -375,6 +375,10 @@ export class Gateway implements GatewayContext {
     const maxBody = this.config.limits.max_body_bytes;
     for (const kind of Object.keys(API_PATHS) as ApiKind[]) {
       front.post(API_PATHS[kind], maxBody, (client, req) => new Exchange(this.genCtx, client, req, kind));
+    }
+    // vLLM's other paths for an API (/rerank, /v2/rerank, /score), sent on to the API's path
+    for (const [path, kind] of Object.entries(API_ALIAS_PATHS)) {
+      front.post(path, maxBody, (client, req) => new Exchange(this.genCtx, client, req, kind));
     }
     // calls on a stored Responses API answer, relayed to the server that stored it (response-affinity.ts)
     front.relayedGet(RETRIEVE_PATH, (client, req) => new Exchange(this.genCtx, client, req, 'responses', 'retrieve'));

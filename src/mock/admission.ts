@@ -59,6 +59,7 @@ export function vllmProblem(p: BodyProblem, body: Record<string, unknown>): Refu
       return { status: 400, message: 'stream: Input should be a valid boolean', param: 'stream' };
     case 'missing':
       if (p.param === 'input') return { status: 400, message: 'input: Field required', param: 'input' };
+      if (p.param === 'query') return { status: 400, message: 'query: Field required (a string)', param: 'query' };
       return p.param === 'messages'
         ? { status: 400, message: 'messages: Field required (a non-empty list)', param: 'messages' }
         : { status: 400, message: 'prompt: Field required (a string or a list)', param: 'prompt' };
@@ -74,6 +75,10 @@ export function vllmProblem(p: BodyProblem, body: Record<string, unknown>): Refu
       return { status: 400, message: 'tokens: Input should be a list of token ids', param: 'tokens' };
     case 'bad_message':
       return { status: 400, message: 'messages: Input should be a list of objects with a string role', param: 'messages' };
+    case 'bad_documents':
+      return { status: 400, message: 'documents: Input should be a valid list', param: 'documents' };
+    case 'missing_pair':
+      return { status: 400, message: 'text_1, text_2: Field required', param: 'text_1' };
     case 'not_integer': {
       const value = body[p.param];
       // an integer below the least value: the mock's own wording of the same limits below

@@ -1,6 +1,7 @@
 /**
  * The mock's answers to the APIs besides completions, as vLLM's OpenAI server gives them: embeddings
- * (`/v1/embeddings`), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
+ * (`/v1/embeddings`), reranking and scoring (`/v1/rerank`, `/v1/score`: a cross-encoder's ratings, here
+ * from the embeddings), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
  * (`/v1/responses`). Each is answered at once, without the engine (no queueing or batching is modelled
  * for them). Everything is deterministic: the same request gets the same answer. Pure.
  */
@@ -126,6 +127,77 @@ export function embeddingsAnswer(text: string, served: ServedModel, id: string):
   const created = Math.floor(Date.now() / 1000);
   const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
   return { status: 200, body: JSON.stringify({ id: `embd-${id}`, object: 'list', created, model, data, usage }) };
+}
+
+/** How a cross-encoder would rate text `b` for text `a`: the cosine of their embeddings, mapped to 0–1. */
+function relevance(a: ArrayLike<number>, b: ArrayLike<number>, model: string, seed: number): number {
+  const va = embedVector(a, model, seed, EMBEDDING_DIM);
+  const vb = embedVector(b, model, seed, EMBEDDING_DIM);
+  let dot = 0;
+  for (let j = 0; j < EMBEDDING_DIM; j++) dot += va[j] * vb[j];
+  return Math.round(((1 + dot) / 2) * 1e6) / 1e6;
+}
+
+/** A pair's tokens over the model's length, as vLLM words it; null when every pair fits. */
+function pairTooLong(pairs: Array<[ArrayLike<number>, ArrayLike<number>]>, served: ServedModel): ApiAnswer | null {
+  for (const [a, b] of pairs) {
+    const n = a.length + b.length;
+    if (n > served.maxModelLen) return refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, you requested ${n} tokens in the input for a pair. Please reduce the length of the input.`);
+  }
+  return null;
+}
+
+/**
+ * POST /v1/rerank (also /rerank and /v2/rerank): each document rated for the query, best first, the
+ * first `top_n` when it is above 0; `{id, model, usage, results: [{index, document: {text}, relevance_score}]}`.
+ */
+export function rerankAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'rerank', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  if (typeof body.query !== 'string') return refuse('query: the mock takes a text query only', 'query');
+  const docs = body.documents;
+  if (!Array.isArray(docs) || !docs.every((d) => typeof d === 'string')) return refuse('documents: the mock takes a list of text documents only', 'documents');
+  const q = tokenize(body.query);
+  const pairs = (docs as string[]).map((d) => [q, tokenize(d)] as [ArrayLike<number>, ArrayLike<number>]);
+  const tooLong = pairTooLong(pairs, served);
+  if (tooLong) return tooLong;
+  let promptTokens = 0;
+  const results = pairs.map(([a, b], index) => {
+    promptTokens += a.length + b.length;
+    return { index, document: { text: docs[index] as string }, relevance_score: relevance(a, b, model, served.seed) };
+  });
+  results.sort((x, y) => y.relevance_score - x.relevance_score || x.index - y.index);
+  const topN = typeof body.top_n === 'number' && body.top_n > 0 ? body.top_n : results.length;
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens };
+  return { status: 200, body: JSON.stringify({ id: `rerank-${id}`, model, usage, results: results.slice(0, topN) }) };
+}
+
+/**
+ * POST /v1/score (also /score), vLLM's: `text_1` and `text_2`, each a string or a list of strings, paired
+ * one to one, or one to each; `{id, object: "list", created, model, data: [{index, object: "score",
+ * score}], usage}`.
+ */
+export function scoreAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'score', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  const side = (v: unknown): string[] | null => (typeof v === 'string' ? [v] : Array.isArray(v) && v.every((x) => typeof x === 'string') ? (v as string[]) : null);
+  const left = side(body.text_1);
+  const right = side(body.text_2);
+  if (left === null || right === null) return refuse('text_1, text_2: the mock takes strings or lists of strings only', 'text_1');
+  if (left.length > 1 && left.length !== right.length) return refuse('text_1 and text_2 must have the same number of items, or text_1 just one', 'text_1');
+  const pairs = right.map((r, i) => [tokenize(left.length === 1 ? left[0] : left[i]), tokenize(r)] as [ArrayLike<number>, ArrayLike<number>]);
+  const tooLong = pairTooLong(pairs, served);
+  if (tooLong) return tooLong;
+  let promptTokens = 0;
+  const data = pairs.map(([a, b], index) => {
+    promptTokens += a.length + b.length;
+    return { index, object: 'score', score: relevance(a, b, model, served.seed) };
+  });
+  const created = Math.floor(Date.now() / 1000);
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  return { status: 200, body: JSON.stringify({ id: `score-${id}`, object: 'list', created, model, data, usage }) };
 }
 
 /** POST /tokenize: `{count, max_model_len, tokens, token_strs}` (a chat `messages` rendered as for chat). */

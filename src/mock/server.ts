@@ -11,7 +11,7 @@ import { loadUws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { Engine, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
 import { admit, type ServedModel } from './admission.js';
-import { cancelAnswer, detokenizeAnswer, embeddingsAnswer, responsesAnswer, retrieveAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
+import { cancelAnswer, detokenizeAnswer, embeddingsAnswer, rerankAnswer, responsesAnswer, retrieveAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
 import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
@@ -195,6 +195,19 @@ export class MockServer {
       this.noteRequest(req, '/v1/embeddings');
       this.answerWhole(res, (text) => embeddingsAnswer(text, this.served(), this.newId()));
     });
+    // a cross-encoder's APIs, at every path vLLM serves them
+    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) {
+      app.post(path, (res, req) => {
+        this.noteRequest(req, path);
+        this.answerWhole(res, (text) => rerankAnswer(text, this.served(), this.newId()));
+      });
+    }
+    for (const path of ['/v1/score', '/score']) {
+      app.post(path, (res, req) => {
+        this.noteRequest(req, path);
+        this.answerWhole(res, (text) => scoreAnswer(text, this.served(), this.newId()));
+      });
+    }
     app.post('/v1/responses', (res, req) => {
       this.noteRequest(req, '/v1/responses');
       this.answerWhole(res, (text) => this.runInBackground(responsesAnswer(text, this.served(), this.newId(), this.responses)));

@@ -17,7 +17,8 @@ import type { ApiKind } from './validate.js';
  * The body as renderPrompt reads it, for each routed API: chat and completions as they are; tokenize's
  * `prompt` or `messages` as they are; embeddings' `input` as a completion prompt; a Responses request's
  * `instructions` and `input` as chat messages (a string input as one user message); detokenize's
- * `tokens` as a prompt of token ids (its length only sizes the request).
+ * `tokens` as a prompt of token ids (its length only sizes the request); a rerank or score request's two
+ * sides as one prompt list (see pairExtraChars).
  */
 export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Record<string, unknown> {
   switch (kind) {
@@ -29,6 +30,16 @@ export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Reco
       return { prompt: body.input };
     case 'detokenize':
       return { prompt: body.tokens };
+    case 'rerank':
+    case 'score': {
+      // the texts of both sides, each once (pairExtraChars adds the repeats a pairing costs)
+      const prompt: unknown[] = [];
+      for (const side of pairSides(kind, body)) {
+        if (Array.isArray(side)) for (const item of side as unknown[]) prompt.push(item); // (no spread: a huge list)
+        else if (side !== undefined && side !== null) prompt.push(side);
+      }
+      return { prompt };
+    }
     case 'responses': {
       const messages: unknown[] = [];
       if (typeof body.instructions === 'string') messages.push({ role: 'system', content: body.instructions });
@@ -37,6 +48,26 @@ export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Reco
       return { messages };
     }
   }
+}
+
+/** The two sides a rerank or score request pairs: query and documents; text_1 and text_2 (vLLM) or query and items (SGLang). */
+function pairSides(kind: 'rerank' | 'score', body: Record<string, unknown>): [unknown, unknown] {
+  if (kind === 'rerank') return [body.query, body.documents];
+  return body.text_1 !== undefined && body.text_1 !== null ? [body.text_1, body.text_2] : [body.query, body.items];
+}
+
+/**
+ * The characters a rerank or score request's model reads beyond its rendered prompt: a cross-encoder reads
+ * one side with each item of the other, so a single query (or text_1) scored against n documents is read
+ * n times, where the rendering counts it once. 0 for every other kind, and for lists paired one to one.
+ */
+export function pairExtraChars(kind: ApiKind, body: Record<string, unknown>): number {
+  if (kind !== 'rerank' && kind !== 'score') return 0;
+  const [a, b] = pairSides(kind, body);
+  const one = (v: unknown) => (typeof v === 'string' ? v.length : v === undefined || v === null ? 0 : jsonLength(v));
+  if (!Array.isArray(a) && Array.isArray(b) && b.length > 1) return (b.length - 1) * one(a);
+  if (Array.isArray(a) && a.length > 1 && !Array.isArray(b)) return (a.length - 1) * one(b);
+  return 0;
 }
 
 export function renderPrompt(body: Record<string, unknown>): string {

@@ -6,9 +6,10 @@
 
 /**
  * The APIs the gateway routes by model: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
- * `/v1/responses`, and vLLM's `/tokenize` and `/detokenize`.
+ * `/v1/responses`, and vLLM's `/tokenize`, `/detokenize`, `/v1/rerank` and `/v1/score` (a reranker's
+ * or cross-encoder's: SGLang serves these two as well).
  */
-export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize';
+export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize' | 'rerank' | 'score';
 
 /** The path each kind is served at (by the gateway and by the model server alike). */
 export const API_PATHS: Readonly<Record<ApiKind, string>> = {
@@ -18,6 +19,19 @@ export const API_PATHS: Readonly<Record<ApiKind, string>> = {
   responses: '/v1/responses',
   tokenize: '/tokenize',
   detokenize: '/detokenize',
+  rerank: '/v1/rerank',
+  score: '/v1/score',
+};
+
+/**
+ * More paths vLLM serves an API at (its older `/rerank` and `/score`, and `/v2/rerank`, the same API under
+ * Cohere's v2 name): the gateway serves them too and sends them on to the kind's path above, which vLLM and
+ * SGLang both serve.
+ */
+export const API_ALIAS_PATHS: Readonly<Record<string, ApiKind>> = {
+  '/rerank': 'rerank',
+  '/v2/rerank': 'rerank',
+  '/score': 'score',
 };
 
 /** The integer fields checked, with the least value each may take. */
@@ -45,6 +59,9 @@ export type BodyProblem =
   | { param: 'encoding_format'; issue: 'bad_encoding' }
   | { param: 'prompt'; issue: 'prompt_and_messages' }
   | { param: 'tokens'; issue: 'bad_tokens' }
+  | { param: 'query'; issue: 'missing' }
+  | { param: 'documents'; issue: 'bad_documents' }
+  | { param: 'text_1'; issue: 'missing_pair' }
   | { param: IntegerField; issue: 'not_integer'; min: number };
 
 function isTokenId(v: unknown): boolean {
@@ -98,6 +115,8 @@ function messagesProblem(messages: unknown): BodyProblem | null {
  * - responses: `input` is a string or a non-empty list;
  * - tokenize: `prompt` (a string) or `messages` (as chat's), not both;
  * - detokenize: `tokens` is a non-empty list of token ids;
+ * - rerank: `query` is a string or an object (vLLM's multimodal form), `documents` a list or an object;
+ * - score: both `text_1` and `text_2` (vLLM's), or both `query` and `items` (SGLang's), each not null;
  * then `max_tokens`, `max_completion_tokens` ≥ 0, `max_output_tokens`, `dimensions` and `n` ≥ 1 are integers
  * when present (null counts as absent).
  */
@@ -139,6 +158,16 @@ function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem 
     }
     case 'detokenize':
       return isTokenList(body.tokens) ? null : { param: 'tokens', issue: 'bad_tokens' };
+    case 'rerank': {
+      const q = body.query;
+      if (typeof q !== 'string' && (q === null || typeof q !== 'object' || Array.isArray(q))) return { param: 'query', issue: 'missing' };
+      const d = body.documents;
+      return d !== null && typeof d === 'object' ? null : { param: 'documents', issue: 'bad_documents' };
+    }
+    case 'score': {
+      const given = (k: string) => body[k] !== undefined && body[k] !== null;
+      return (given('text_1') && given('text_2')) || (given('query') && given('items')) ? null : { param: 'text_1', issue: 'missing_pair' };
+    }
   }
 }
 
@@ -152,6 +181,7 @@ export function problemMessage(p: BodyProblem): string {
     case 'missing':
       if (p.param === 'messages') return 'The "messages" field is required and must be a non-empty array.';
       if (p.param === 'input') return 'The "input" field is required.';
+      if (p.param === 'query') return 'The "query" field is required and must be a string.';
       return 'The "prompt" field is required and must be a string or a non-empty array.';
     case 'bad_input':
       return 'The "input" field must be a non-empty string, an array of non-empty strings, an array of token ids or an array of arrays of token ids.';
@@ -163,6 +193,10 @@ export function problemMessage(p: BodyProblem): string {
       return 'Give either "prompt" or "messages", not both.';
     case 'bad_tokens':
       return 'The "tokens" field is required and must be a non-empty array of token ids (non-negative integers).';
+    case 'bad_documents':
+      return 'The "documents" field is required and must be an array.';
+    case 'missing_pair':
+      return 'Give the texts to score as "text_1" and "text_2".';
     case 'not_integer':
       return p.min > 0 ? `The "${p.param}" field must be a positive integer.` : `The "${p.param}" field must be a non-negative integer.`;
   }

@@ -1,7 +1,8 @@
 // What the gateway sends for each routed API and what it passes back, seen from a scriptable model server:
 // each kind goes to its own path with the client's bytes; a server without the Responses API answers its
 // own 404, which the openai SDK receives as is; a server's own CORS headers never reach the client;
-// tokenizing charges no tokens to the tenant (no model runs), embedding does.
+// tokenizing charges no tokens to the tenant (no model runs), embedding does, and reranking the query once
+// per document.
 import t from 'tap';
 import OpenAI from 'openai';
 import { request } from 'undici';
@@ -30,6 +31,8 @@ t.test('each API goes to its own path upstream, its body as the client sent it',
     ['/v1/embeddings', '{"model":"test-model","input":["a","b"],"encoding_format":"base64"}'],
     ['/tokenize', '{"model":"test-model","prompt":"hello","add_special_tokens":false}'],
     ['/detokenize', '{"model":"test-model","tokens":[1,2,3]}'],
+    ['/v1/rerank', '{"model":"test-model","query":"q","documents":["a","b"],"top_n":1}'],
+    ['/v1/score', '{"model":"test-model","text_1":"q","text_2":["a","b"]}'],
   ];
   for (const [path, body] of cases) {
     const before = up.received.length;
@@ -41,6 +44,18 @@ t.test('each API goes to its own path upstream, its body as the client sent it',
     const got = up.received[before];
     t.equal(got.url, path);
     t.equal(got.body, body, 'the bytes as sent');
+  }
+});
+
+t.test('vLLM\'s other rerank and score paths go to the API\'s own path, the body as sent', async (t) => {
+  for (const [path, upstream] of [['/rerank', '/v1/rerank'], ['/v2/rerank', '/v1/rerank'], ['/score', '/v1/score']]) {
+    const body = path.includes('rerank') ? '{"model":"test-model","query":"q","documents":["a"]}' : '{"model":"test-model","text_1":"q","text_2":"a"}';
+    const before = up.received.length;
+    const r = await request(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    t.equal(r.statusCode, 200, path);
+    t.same(await r.body.json(), { path: upstream }, `${path}: answered by the server's ${upstream}`);
+    t.equal(up.received[before].url, upstream);
+    t.equal(up.received[before].body, body, 'the bytes as sent');
   }
 });
 
@@ -69,4 +84,9 @@ t.test('tokens_per_minute: tokenizing charges nothing, embedding charges its inp
   t.ok(afterTokenize >= LIMIT - 10 && afterDetokenize >= LIMIT - 10, `nothing charged (${afterTokenize}, ${afterDetokenize} of ${LIMIT} left)`);
   const afterEmbed = await remaining('/v1/embeddings', { model: 'test-model', input: text });
   t.ok(afterEmbed < afterDetokenize - 2000, `the embedding's ~2500 tokens charged (${afterEmbed} left)`);
+  // a cross-encoder reads the query with each document: four documents, the query's tokens four times
+  const afterRerank = await remaining('/v1/rerank', { model: 'test-model', query: text, documents: ['a', 'b', 'c', 'd'] });
+  const embedCharge = afterDetokenize - afterEmbed;
+  const rerankCharge = afterEmbed - afterRerank;
+  t.ok(rerankCharge > 3 * embedCharge && rerankCharge < 5 * embedCharge, `a rerank of the same text against 4 documents: ${rerankCharge} tokens, the embedding ${embedCharge}`);
 });

@@ -1,7 +1,7 @@
-// The mock's embeddings, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
+// The mock's embeddings, rerank/score, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
 // vLLM's shapes, determinism, base64 as float32 little-endian, and the refusals.
 import t from 'tap';
-import { base64Floats, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, responsesAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
+import { base64Floats, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, rerankAnswer, responsesAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
 import type { ServedModel } from '../../src/mock/admission.js';
 
 const served: ServedModel = { model: 'm', loras: ['lora-a'], seed: 1, maxModelLen: 64, kvCapacityTokens: 10_000 };
@@ -45,6 +45,43 @@ t.test('embeddings refusals, in vLLM\'s words', async (t) => {
     if (a.status !== 200) t.equal(a.refusal.param, param);
   }
   t.equal(embeddingsAnswer('{"model":', served, 'x').status, 400, 'bad JSON');
+});
+
+t.test('rerank and score: vLLM\'s shapes, best first, top_n, the same rating either way, and the refusals', async (t) => {
+  const documents = ['the cat sat on the mat', 'a dog in the fog', 'the cat sat on the mat again'];
+  const r = ok(rerankAnswer(JSON.stringify({ model: 'm', query: 'the cat sat', documents }), served, '1'));
+  t.same(Object.keys(r).sort(), ['id', 'model', 'results', 'usage']);
+  t.equal(r.id, 'rerank-1');
+  t.equal(r.results.length, 3);
+  const scores = r.results.map((x: { relevance_score: number }) => x.relevance_score);
+  t.same(scores, [...scores].sort((a, b) => b - a), 'best first');
+  for (const x of r.results) {
+    t.equal(x.document.text, documents[x.index], 'each result names its document');
+    t.ok(x.relevance_score >= 0 && x.relevance_score <= 1);
+  }
+  t.ok(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens);
+  const top = ok(rerankAnswer(JSON.stringify({ model: 'm', query: 'the cat sat', documents, top_n: 1 }), served, '2'));
+  t.same(top.results, r.results.slice(0, 1), 'top_n keeps the best');
+  const s = ok(scoreAnswer(JSON.stringify({ model: 'm', text_1: 'the cat sat', text_2: documents }), served, '3'));
+  t.match(s, { id: 'score-3', object: 'list', model: 'm', usage: { prompt_tokens: r.usage.prompt_tokens } });
+  t.same(s.data.map((d: { index: number }) => d.index), [0, 1, 2]);
+  for (const x of r.results) t.equal(s.data[x.index].score, x.relevance_score, 'score rates a pair as rerank does');
+  const pairs = ok(scoreAnswer(JSON.stringify({ model: 'm', text_1: ['the cat sat', 'a dog'], text_2: [documents[0], documents[1]] }), served, '4'));
+  t.equal(pairs.data.length, 2, 'lists paired one to one');
+  const cases: Array<[(text: string) => ApiAnswer, unknown, number, string]> = [
+    [(b) => rerankAnswer(b, served, 'x'), { model: 'other', query: 'q', documents: ['a'] }, 404, 'model'],
+    [(b) => rerankAnswer(b, served, 'x'), { model: 'm', documents: ['a'] }, 400, 'query'],
+    [(b) => rerankAnswer(b, served, 'x'), { model: 'm', query: 'q', documents: [{ text: 'a' }] }, 400, 'documents'],
+    [(b) => rerankAnswer(b, served, 'x'), { model: 'm', query: 'q', documents: ['x'.repeat(1000)] }, 400, 'null'],
+    [(b) => scoreAnswer(b, served, 'x'), { model: 'm', text_1: 'a' }, 400, 'text_1'],
+    [(b) => scoreAnswer(b, served, 'x'), { model: 'm', query: 'a', items: ['b'] }, 400, 'text_1'],
+    [(b) => scoreAnswer(b, served, 'x'), { model: 'm', text_1: ['a', 'b'], text_2: ['c'] }, 400, 'text_1'],
+  ];
+  for (const [answer, body, status, param] of cases) {
+    const a = answer(JSON.stringify(body));
+    t.equal(a.status, status, JSON.stringify(body).slice(0, 60));
+    if (a.status !== 200) t.equal(String(a.refusal.param), param);
+  }
 });
 
 t.test('tokenize and detokenize', async (t) => {

@@ -91,3 +91,31 @@ t.test('the other routed APIs: embeddings, responses, tokenize, detokenize', asy
   for (const [kind, body, want] of bad) t.same(bodyProblem(kind, body), want, `${kind} ${JSON.stringify(body).slice(0, 60)}`);
   for (const [, , want] of bad) t.type(problemMessage(want as never), 'string');
 });
+
+t.test('rerank and score: the fields vLLM (and SGLang) need, nothing a server would still accept', async (t) => {
+  const ok: Array<[Parameters<typeof bodyProblem>[0], Record<string, unknown>]> = [
+    ['rerank', { query: 'q', documents: ['a', 'b'], top_n: 1 }],
+    ['rerank', { query: 'q', documents: [] }], // (the server decides what an empty list gets)
+    ['rerank', { query: { content: [{ type: 'text', text: 'q' }] }, documents: { content: [] } }], // vLLM's multimodal form
+    ['score', { text_1: 'a', text_2: ['b', 'c'] }],
+    ['score', { text_1: ['a', 'b'], text_2: ['c', 'd'] }],
+    ['score', { query: 'a', items: ['b'], label_token_ids: [1, 2] }], // SGLang's
+  ];
+  for (const [kind, body] of ok) t.equal(bodyProblem(kind, body), null, `${kind} ${JSON.stringify(body)}`);
+  const bad: Array<[Parameters<typeof bodyProblem>[0], Record<string, unknown>, unknown]> = [
+    ['rerank', { documents: ['a'] }, { param: 'query', issue: 'missing' }],
+    ['rerank', { query: null, documents: ['a'] }, { param: 'query', issue: 'missing' }],
+    ['rerank', { query: ['q'], documents: ['a'] }, { param: 'query', issue: 'missing' }],
+    ['rerank', { query: 'q' }, { param: 'documents', issue: 'bad_documents' }],
+    ['rerank', { query: 'q', documents: 'a' }, { param: 'documents', issue: 'bad_documents' }],
+    ['score', {}, { param: 'text_1', issue: 'missing_pair' }],
+    ['score', { text_1: 'a' }, { param: 'text_1', issue: 'missing_pair' }],
+    ['score', { text_1: 'a', items: ['b'] }, { param: 'text_1', issue: 'missing_pair' }],
+    ['score', { text_1: 'a', text_2: null }, { param: 'text_1', issue: 'missing_pair' }],
+    ['rerank', { query: 'q', documents: ['a'], stream: 'no' }, { param: 'stream', issue: 'not_boolean' }],
+  ];
+  for (const [kind, body, want] of bad) t.same(bodyProblem(kind, body), want, `${kind} ${JSON.stringify(body)}`);
+  t.match(problemMessage({ param: 'query', issue: 'missing' }), /"query" field is required/);
+  t.match(problemMessage({ param: 'documents', issue: 'bad_documents' }), /"documents" field is required and must be an array/);
+  t.match(problemMessage({ param: 'text_1', issue: 'missing_pair' }), /"text_1" and "text_2"/);
+});
