@@ -10,6 +10,8 @@
 //   node native-bench/heap-sample.mjs summarize /tmp/heap.json REQUESTS [TOP]
 // prints the bytes allocated per request in all, by function (self) and by file.
 // Sampling every 512 bytes slows the process several times: read bytes per request from it, never speed.
+// HEAP_SAMPLE_SURVIVORS=1 leaves out what the young generation's collections freed: what is left is what
+// survived at least one scavenge (on its way to the old generation, or still alive at the stop).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
@@ -22,7 +24,8 @@ function install() {
   const post = (method, params) => new Promise((resolve, reject) => session.post(method, params ?? {}, (err, r) => (err ? reject(err) : resolve(r))));
   const out = process.env.HEAP_SAMPLE_OUT ?? `heap-sample-${process.pid}.json`;
   process.on('SIGUSR1', () => {
-    post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true })
+    const minor = process.env.HEAP_SAMPLE_SURVIVORS !== '1';
+    post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: minor })
       .then(() => process.stderr.write('heap-sample: sampling\n'), (err) => process.stderr.write(`heap-sample: ${err}\n`));
   });
   process.on('SIGUSR2', () => {

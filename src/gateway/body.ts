@@ -80,3 +80,56 @@ export class BodyCollector {
     this.size = 0;
   }
 }
+
+/** A body being received, for the slow-upload sweep: when uWS's timer was last set for it, and the bytes since. */
+export class Upload {
+  sinceMark = 0;
+  prev: Upload | null = null;
+  next: Upload | null = null;
+  listed = false;
+  constructor(
+    public markedAt: number,
+    /** refuse it (408); the front drops the rest */
+    readonly tooSlow: () => void,
+  ) {}
+}
+
+/**
+ * The bodies under way on one listener, as a doubly linked list: adding and removing one per request
+ * allocates nothing. (A Set reallocates its table as it grows and shrinks with the load, and the tables of a
+ * long-lived Set live long enough to be promoted to the old generation: about 180 bytes per request of
+ * old-generation garbage under load, measured with V8's sampling heap profiler.)
+ */
+export class Uploads {
+  private head: Upload | null = null;
+  size = 0;
+
+  add(u: Upload): void {
+    if (u.listed) return;
+    u.listed = true;
+    u.prev = null;
+    u.next = this.head;
+    if (this.head) this.head.prev = u;
+    this.head = u;
+    this.size++;
+  }
+
+  /** Takes it out; idempotent. */
+  delete(u: Upload): void {
+    if (!u.listed) return;
+    u.listed = false;
+    if (u.prev) u.prev.next = u.next;
+    else this.head = u.next;
+    if (u.next) u.next.prev = u.prev;
+    u.prev = u.next = null;
+    this.size--;
+  }
+
+  /** Takes out and returns those last marked before `before` (a refusal may then change the list freely). */
+  takeMarkedBefore(before: number): Upload[] {
+    const out: Upload[] = [];
+    for (let u = this.head; u !== null; u = u.next) if (u.markedAt < before) out.push(u);
+    for (const u of out) this.delete(u);
+    return out;
+  }
+}
