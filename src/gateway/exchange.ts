@@ -42,7 +42,9 @@ import { previousResponseId, ResponseIdWatch, storedQueryProblem, storedResponse
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
  * field): a whole JSON answer's usage is still read.
  */
-const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score']);
+/** APIs of pooling models (besides embeddings), placed on load alone: vLLM keeps no prefix cache for them by default. */
+const LOAD_ONLY: ReadonlySet<ApiKind> = new Set(['rerank', 'score', 'classify', 'pooling']);
+const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score', 'classify', 'pooling']);
 
 /**
  * body: reading it; admission: body checked, waiting for the token's verification or a check; queued: in
@@ -386,13 +388,15 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
     this.promptChars += pairExtraChars(kind, body);
     this.promptTokens = tokensOfChars(this.promptChars);
-    // No prefix affinity where no KV cache is reused: tokenizing, reranking and scoring (a cross-encoder's
-    // pass over each pair), and embeddings unless the pool asks for it. An empty text matches nothing and teaches the index nothing; an embedding's length still weighs
-    // the load, while tokenizing runs no model at all: no prefill work, no tokens charged to the tenant.
+    // No prefix affinity where no KV cache is reused: tokenizing, the pooling models' APIs (reranking and
+    // scoring: a cross-encoder's pass over each pair; classifying, pooling), and embeddings unless the
+    // pool asks for it. An empty text matches nothing and teaches the index nothing; their length still
+    // weighs the load, while tokenizing runs no model at all: no prefill work, no tokens charged to the
+    // tenant.
     if (kind === 'tokenize' || kind === 'detokenize') {
       this.promptText = '';
       this.promptTokens = 0;
-    } else if ((kind === 'embeddings' && !prefix.embeddings) || kind === 'rerank' || kind === 'score') this.promptText = '';
+    } else if ((kind === 'embeddings' && !prefix.embeddings) || LOAD_ONLY.has(kind)) this.promptText = '';
     this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
     this.phase = 'admission';
     if (this.identity) this.admit(); // else the verification, when it ends, admits

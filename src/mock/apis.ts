@@ -1,13 +1,13 @@
 /**
  * The mock's answers to the APIs besides completions, as vLLM's OpenAI server gives them: embeddings
  * (`/v1/embeddings`), reranking and scoring (`/v1/rerank`, `/v1/score`: a cross-encoder's ratings, here
- * from the embeddings), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
+ * from the embeddings), classifying and pooling (`/classify`, `/pooling`), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
  * (`/v1/responses`). Each is answered at once, without the engine (no queueing or batching is modelled
  * for them). Everything is deterministic: the same request gets the same answer. Pure.
  */
 import { tokenize, VOCAB_SIZE } from '../engine/index.js';
 import { promptBodyOf, renderPrompt } from '../openai/prompt.js';
-import { bodyProblem, type ApiKind } from '../openai/validate.js';
+import { bodyProblem, embeddingInputProblem, type ApiKind } from '../openai/validate.js';
 import { vllmProblem, type Refusal, type ServedModel } from './admission.js';
 import type { ResponseStore } from './response-store.js';
 import { naturalLength, requestKey, TOKEN_TEXT, tokenWord } from './text.js';
@@ -198,6 +198,77 @@ export function scoreAnswer(text: string, served: ServedModel, id: string): ApiA
   const created = Math.floor(Date.now() / 1000);
   const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
   return { status: 200, body: JSON.stringify({ id: `score-${id}`, object: 'list', created, model, data, usage }) };
+}
+
+/** A classify or pooling request's token lists: each of `input` (as embeddings'), or its `messages` rendered as for chat. */
+function pooledTokens(body: Record<string, unknown>): ArrayLike<number>[] {
+  return body.input !== undefined && body.input !== null ? inputTokens(body.input) : [tokenize(renderPrompt(body))];
+}
+
+/** An input over the model's length, as vLLM words it; null when every one fits. */
+function overLength(lists: ArrayLike<number>[], served: ServedModel): ApiAnswer | null {
+  const i = lists.findIndex((l) => l.length > served.maxModelLen);
+  return i < 0 ? null : refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, input ${i} has ${lists[i].length} tokens.`, 'input');
+}
+
+/** The mock classifier's labels. */
+export const CLASS_LABELS = ['negative', 'positive'] as const;
+
+/**
+ * POST /classify: one `{index, label, probs, num_classes}` per input, the label the likelier class; `input`
+ * as embeddings' (checked as vLLM does: strings or token ids), or `messages`. Deterministic: the
+ * probabilities come from the input's embedding.
+ */
+export function classifyAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'classify', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  if (body.input !== undefined && body.input !== null) {
+    const problem = embeddingInputProblem(body.input);
+    if (problem) return { status: 400, refusal: vllmProblem(problem, body) };
+  }
+  const lists = pooledTokens(body);
+  const tooLong = overLength(lists, served);
+  if (tooLong) return tooLong;
+  let promptTokens = 0;
+  const data = lists.map((tokens, index) => {
+    promptTokens += tokens.length;
+    const v = embedVector(tokens, model, served.seed, EMBEDDING_DIM);
+    const positive = Math.round((1 / (1 + Math.exp(-4 * v[0]))) * 1e6) / 1e6;
+    const probs = [Math.round((1 - positive) * 1e6) / 1e6, positive];
+    return { index, label: CLASS_LABELS[positive > 0.5 ? 1 : 0], probs, num_classes: CLASS_LABELS.length };
+  });
+  const created = Math.floor(Date.now() / 1000);
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  return { status: 200, body: JSON.stringify({ id: `classify-${id}`, object: 'list', created, model, data, usage }) };
+}
+
+/**
+ * POST /pooling: the pooled hidden state per input, `{index, object: "pooling", data}` (here the
+ * embedding vector, unnormalised output being the model's business); `encoding_format: "base64"` as for
+ * embeddings.
+ */
+export function poolingAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  const p = parse(text, 'pooling', served);
+  if (isAnswer(p)) return p;
+  const { body, model } = p;
+  if (body.input !== undefined && body.input !== null) {
+    const problem = embeddingInputProblem(body.input);
+    if (problem) return { status: 400, refusal: vllmProblem(problem, body) };
+  }
+  const base64 = body.encoding_format === 'base64';
+  const lists = pooledTokens(body);
+  const tooLong = overLength(lists, served);
+  if (tooLong) return tooLong;
+  let promptTokens = 0;
+  const data = lists.map((tokens, index) => {
+    promptTokens += tokens.length;
+    const v = embedVector(tokens, model, served.seed, EMBEDDING_DIM);
+    return { index, object: 'pooling', data: base64 ? base64Floats(v) : Array.from(v) };
+  });
+  const created = Math.floor(Date.now() / 1000);
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  return { status: 200, body: JSON.stringify({ id: `pool-${id}`, object: 'list', created, model, data, usage }) };
 }
 
 /** POST /tokenize: `{count, max_model_len, tokens, token_strs}` (a chat `messages` rendered as for chat). */

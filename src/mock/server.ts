@@ -11,7 +11,7 @@ import { loadUws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { Engine, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
 import { admit, type ServedModel } from './admission.js';
-import { cancelAnswer, detokenizeAnswer, embeddingsAnswer, rerankAnswer, responsesAnswer, retrieveAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
+import { cancelAnswer, classifyAnswer, detokenizeAnswer, embeddingsAnswer, poolingAnswer, rerankAnswer, responsesAnswer, retrieveAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
 import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
@@ -208,6 +208,14 @@ export class MockServer {
         this.answerWhole(res, (text) => scoreAnswer(text, this.served(), this.newId()));
       });
     }
+    app.post('/classify', (res, req) => {
+      this.noteRequest(req, '/classify');
+      this.answerWhole(res, (text) => classifyAnswer(text, this.served(), this.newId()));
+    });
+    app.post('/pooling', (res, req) => {
+      this.noteRequest(req, '/pooling');
+      this.answerWhole(res, (text) => poolingAnswer(text, this.served(), this.newId()));
+    });
     app.post('/v1/responses', (res, req) => {
       this.noteRequest(req, '/v1/responses');
       this.answerWhole(res, (text) => this.runInBackground(responsesAnswer(text, this.served(), this.newId(), this.responses)));

@@ -18,7 +18,8 @@ import type { ApiKind } from './validate.js';
  * `prompt` or `messages` as they are; embeddings' `input` as a completion prompt; a Responses request's
  * `instructions` and `input` as chat messages (a string input as one user message); detokenize's
  * `tokens` as a prompt of token ids (its length only sizes the request); a rerank or score request's two
- * sides as one prompt list (see pairExtraChars).
+ * sides as one prompt list (see pairExtraChars); a classify or pooling request's `input` as embeddings'
+ * (or its `messages` as chat's).
  */
 export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Record<string, unknown> {
   switch (kind) {
@@ -28,6 +29,10 @@ export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Reco
       return body;
     case 'embeddings':
       return { prompt: body.input };
+    case 'classify':
+    case 'pooling':
+      // (vLLM takes either: a completion-style `input`, or chat `messages` rendered by the chat template)
+      return body.input !== undefined && body.input !== null ? { prompt: body.input } : body;
     case 'detokenize':
       return { prompt: body.tokens };
     case 'rerank':

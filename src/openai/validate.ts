@@ -7,9 +7,10 @@
 /**
  * The APIs the gateway routes by model: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
  * `/v1/responses`, and vLLM's `/tokenize`, `/detokenize`, `/v1/rerank` and `/v1/score` (a reranker's
- * or cross-encoder's: SGLang serves these two as well).
+ * or cross-encoder's: SGLang serves these two as well), `/classify` and `/pooling` (a classifier's or
+ * reward model's, and any pooling model's raw output).
  */
-export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize' | 'rerank' | 'score';
+export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize' | 'rerank' | 'score' | 'classify' | 'pooling';
 
 /** The path each kind is served at (by the gateway and by the model server alike). */
 export const API_PATHS: Readonly<Record<ApiKind, string>> = {
@@ -21,6 +22,8 @@ export const API_PATHS: Readonly<Record<ApiKind, string>> = {
   detokenize: '/detokenize',
   rerank: '/v1/rerank',
   score: '/v1/score',
+  classify: '/classify',
+  pooling: '/pooling',
 };
 
 /**
@@ -79,7 +82,7 @@ function isTokenList(v: unknown): boolean {
  * An embeddings `input`, as OpenAI takes it: a non-empty string, a list of non-empty strings, a list of
  * token ids, or a list of lists of token ids (no more than MAX_EMBEDDING_INPUTS in a list).
  */
-function embeddingInputProblem(input: unknown): BodyProblem | null {
+export function embeddingInputProblem(input: unknown): BodyProblem | null {
   if (input === undefined || input === null) return { param: 'input', issue: 'missing' };
   if (typeof input === 'string') return input.length > 0 ? null : { param: 'input', issue: 'bad_input' };
   if (!Array.isArray(input) || input.length === 0) return { param: 'input', issue: 'bad_input' };
@@ -117,6 +120,7 @@ function messagesProblem(messages: unknown): BodyProblem | null {
  * - detokenize: `tokens` is a non-empty list of token ids;
  * - rerank: `query` is a string or an object (vLLM's multimodal form), `documents` a list or an object;
  * - score: both `text_1` and `text_2` (vLLM's), or both `query` and `items` (SGLang's), each not null;
+ * - classify, pooling: `input` (not null), or else `messages` (as chat's);
  * then `max_tokens`, `max_completion_tokens` ≥ 0, `max_output_tokens`, `dimensions` and `n` ≥ 1 are integers
  * when present (null counts as absent).
  */
@@ -168,6 +172,10 @@ function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem 
       const given = (k: string) => body[k] !== undefined && body[k] !== null;
       return (given('text_1') && given('text_2')) || (given('query') && given('items')) ? null : { param: 'text_1', issue: 'missing_pair' };
     }
+    case 'classify':
+    case 'pooling':
+      if (body.input !== undefined && body.input !== null) return null;
+      return body.messages !== undefined && body.messages !== null ? messagesProblem(body.messages) : { param: 'input', issue: 'missing' };
   }
 }
 

@@ -26,6 +26,8 @@ t.test('a wrong method on a known client path: 405 method_not_allowed, with Allo
     ['GET', '/v1/rerank', 'POST, OPTIONS'],
     ['PUT', '/v2/rerank', 'POST, OPTIONS'],
     ['GET', '/score', 'POST, OPTIONS'],
+    ['GET', '/classify', 'POST, OPTIONS'],
+    ['DELETE', '/pooling', 'POST, OPTIONS'],
     ['POST', '/v1/models', 'GET, HEAD, OPTIONS'],
     ['DELETE', '/v1/models/org%2Ftest-model', 'GET, HEAD, OPTIONS'],
     ['PATCH', '/v1/models/anything/at/all', 'GET, HEAD, OPTIONS'],

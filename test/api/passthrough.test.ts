@@ -33,6 +33,8 @@ t.test('each API goes to its own path upstream, its body as the client sent it',
     ['/detokenize', '{"model":"test-model","tokens":[1,2,3]}'],
     ['/v1/rerank', '{"model":"test-model","query":"q","documents":["a","b"],"top_n":1}'],
     ['/v1/score', '{"model":"test-model","text_1":"q","text_2":["a","b"]}'],
+    ['/classify', '{"model":"test-model","input":["good","bad"]}'],
+    ['/pooling', '{"model":"test-model","messages":[{"role":"user","content":"hi"}]}'],
   ];
   for (const [path, body] of cases) {
     const before = up.received.length;

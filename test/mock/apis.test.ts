@@ -1,7 +1,7 @@
-// The mock's embeddings, rerank/score, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
+// The mock's embeddings, rerank/score, classify/pooling, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
 // vLLM's shapes, determinism, base64 as float32 little-endian, and the refusals.
 import t from 'tap';
-import { base64Floats, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, rerankAnswer, responsesAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
+import { base64Floats, classifyAnswer, CLASS_LABELS, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, poolingAnswer, rerankAnswer, responsesAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
 import type { ServedModel } from '../../src/mock/admission.js';
 
 const served: ServedModel = { model: 'm', loras: ['lora-a'], seed: 1, maxModelLen: 64, kvCapacityTokens: 10_000 };
@@ -81,6 +81,34 @@ t.test('rerank and score: vLLM\'s shapes, best first, top_n, the same rating eit
     const a = answer(JSON.stringify(body));
     t.equal(a.status, status, JSON.stringify(body).slice(0, 60));
     if (a.status !== 200) t.equal(String(a.refusal.param), param);
+  }
+});
+
+t.test('classify and pooling: vLLM\'s shapes, deterministic, messages or input, and the refusals', async (t) => {
+  const c = ok(classifyAnswer(JSON.stringify({ model: 'm', input: ['great stuff', 'awful stuff'] }), served, '1'));
+  t.match(c, { id: 'classify-1', object: 'list', model: 'm', usage: { completion_tokens: 0 } });
+  t.equal(c.data.length, 2);
+  for (const d of c.data) {
+    t.equal(d.num_classes, 2);
+    t.equal(d.probs.length, 2);
+    t.ok(Math.abs(d.probs[0] + d.probs[1] - 1) < 1e-5, 'probabilities sum to 1');
+    t.equal(d.label, CLASS_LABELS[d.probs[1] > 0.5 ? 1 : 0], 'the label is the likelier class');
+  }
+  t.same(ok(classifyAnswer(JSON.stringify({ model: 'm', input: ['great stuff', 'awful stuff'] }), served, '2')).data, c.data, 'same input, same answer');
+  const chat = ok(classifyAnswer(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), served, '3'));
+  t.equal(chat.data.length, 1, 'messages: one classification');
+  const p = ok(poolingAnswer(JSON.stringify({ model: 'm', input: 'hello world' }), served, '4'));
+  t.match(p, { id: 'pool-4', object: 'list', model: 'm' });
+  t.equal(p.data[0].object, 'pooling');
+  const e = ok(embeddingsAnswer(JSON.stringify({ model: 'm', input: 'hello world' }), served, '5'));
+  t.same(p.data[0].data, e.data[0].embedding, 'an embedding model pools to its embedding');
+  const b64 = ok(poolingAnswer(JSON.stringify({ model: 'm', input: 'hello world', encoding_format: 'base64' }), served, '6'));
+  t.equal(b64.data[0].data, base64Floats(new Float32Array(e.data[0].embedding)));
+  for (const answer of [classifyAnswer, poolingAnswer]) {
+    t.equal(answer(JSON.stringify({ model: 'm' }), served, 'x').status, 400, 'no input');
+    t.equal(answer(JSON.stringify({ model: 'm', input: ['a', 1] }), served, 'x').status, 400, 'a mixed list');
+    t.equal(answer(JSON.stringify({ model: 'm', input: 'x'.repeat(1000) }), served, 'x').status, 400, 'over max_model_len');
+    t.equal(answer(JSON.stringify({ model: 'other', input: 'a' }), served, 'x').status, 404, 'an unknown model');
   }
 });
 

@@ -119,3 +119,16 @@ t.test('rerank and score: the fields vLLM (and SGLang) need, nothing a server wo
   t.match(problemMessage({ param: 'documents', issue: 'bad_documents' }), /"documents" field is required and must be an array/);
   t.match(problemMessage({ param: 'text_1', issue: 'missing_pair' }), /"text_1" and "text_2"/);
 });
+
+t.test('classify and pooling: an input, or else chat messages', async (t) => {
+  for (const kind of ['classify', 'pooling'] as const) {
+    t.equal(bodyProblem(kind, { input: 'a' }), null);
+    t.equal(bodyProblem(kind, { input: ['a', 'b'] }), null);
+    t.equal(bodyProblem(kind, { input: [1, 2] }), null);
+    t.equal(bodyProblem(kind, { messages: msgs }), null);
+    t.same(bodyProblem(kind, {}), { param: 'input', issue: 'missing' });
+    t.same(bodyProblem(kind, { input: null }), { param: 'input', issue: 'missing' });
+    t.same(bodyProblem(kind, { messages: [] }), { param: 'messages', issue: 'missing' });
+    t.same(bodyProblem(kind, { messages: [{ content: 'x' }] }), { param: 'messages', issue: 'bad_message' });
+  }
+});

@@ -1,7 +1,8 @@
-// vLLM's reranking and scoring APIs through a real gateway (JWT auth on) to real mock vLLM servers, as a
-// RAG client calls them with undici: /v1/rerank (and vLLM's /rerank and /v2/rerank, sent on to /v1/rerank),
-// /v1/score (and /score); the answer passed on as the server gave it, usage counted, no prefix learnt, and
-// the refusals the gateway gives before any server is asked.
+// vLLM's APIs for pooling models (besides embeddings) through a real gateway (JWT auth on) to real mock
+// vLLM servers, as a RAG or moderation client calls them with undici: /v1/rerank (and vLLM's /rerank and
+// /v2/rerank, sent on to /v1/rerank), /v1/score (and /score), /classify and /pooling; the answer passed on
+// as the server gave it, usage counted, no prefix learnt, and the refusals the gateway gives before any
+// server is asked.
 import t from 'tap';
 import { request } from 'undici';
 import { debugPools, metric, scrape } from '../e2e/support.js';
@@ -67,6 +68,24 @@ t.test('vLLM\'s other paths: /rerank and /v2/rerank answer the same, sent on to 
   t.ok((await pathsSeen()).includes('/v1/score'));
 });
 
+t.test('/classify and /pooling: input or messages, the server\'s answer as it gave it', async (t) => {
+  const texts = ['What a wonderful day.', 'This is the worst service ever.'];
+  const c = await post(gw.url, '/classify', { model: MODEL, input: texts });
+  t.equal(c.status, 200, c.text.slice(0, 200));
+  const direct = await post(`http://${api.mocks.endpoints[1]}`, '/classify', { model: MODEL, input: texts });
+  t.same(c.json().data, direct.json().data, 'the same classes as the server gives directly');
+  t.equal(c.json().data.length, 2);
+  const chat = await post(gw.url, '/classify', { model: MODEL, messages: [{ role: 'user', content: texts[0] }] });
+  t.equal(chat.status, 200, 'chat messages');
+  const p = await post(gw.url, '/pooling', { model: MODEL, input: texts[0] });
+  t.equal(p.status, 200);
+  t.equal(p.json().data[0].object, 'pooling');
+  t.ok(Array.isArray(p.json().data[0].data) && p.json().data[0].data.length > 0, 'the pooled output');
+  t.equal((await debugPools(gw)).p.index.blocks, 0, 'nothing learnt by the prefix index');
+  const seen = await pathsSeen();
+  t.ok(seen.includes('/classify') && seen.includes('/pooling'), 'each sent to its own path');
+});
+
 t.test('refusals: OpenAI-style errors from the gateway, before any server is asked', async (t) => {
   const before = (await pathsSeen()).length;
   const cases: Array<[string, string, unknown, number, string, string | null]> = [
@@ -76,6 +95,8 @@ t.test('refusals: OpenAI-style errors from the gateway, before any server is ask
     ['one text to score', '/v1/score', { model: MODEL, text_1: query }, 400, 'invalid_field', 'text_1'],
     ['an unknown model', '/score', { model: 'no-such-model', text_1: 'a', text_2: 'b' }, 404, 'model_not_found', 'model'],
     ['not JSON', '/v2/rerank', '{"model":', 400, 'invalid_json', null],
+    ['nothing to classify', '/classify', { model: MODEL }, 400, 'invalid_field', 'input'],
+    ['a message without role', '/pooling', { model: MODEL, messages: [{ content: 'x' }] }, 400, 'invalid_field', 'messages'],
   ];
   for (const [name, path, body, status, code, param] of cases) {
     const r = await post(gw.url, path, body);
