@@ -215,12 +215,17 @@ function overLength(lists: ArrayLike<number>[], served: ServedModel): ApiAnswer 
 export const CLASS_LABELS = ['negative', 'positive'] as const;
 
 /**
- * POST /classify: one `{index, label, probs, num_classes}` per input, the label the likelier class; `input`
- * as embeddings' (checked as vLLM does: strings or token ids), or `messages`. Deterministic: the
- * probabilities come from the input's embedding.
+ * A classify or pooling answer: the body checked as vLLM does (`input` as embeddings', or `messages`), then
+ * one item per input made from its embedding by `item`; `{id, object: "list", created, model, data, usage}`.
  */
-export function classifyAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
-  const p = parse(text, 'classify', served);
+function perInputAnswer(
+  text: string,
+  kind: 'classify' | 'pooling',
+  served: ServedModel,
+  id: string,
+  item: (v: Float32Array, index: number, body: Record<string, unknown>) => Record<string, unknown>,
+): ApiAnswer {
+  const p = parse(text, kind, served);
   if (isAnswer(p)) return p;
   const { body, model } = p;
   if (body.input !== undefined && body.input !== null) {
@@ -233,42 +238,35 @@ export function classifyAnswer(text: string, served: ServedModel, id: string): A
   let promptTokens = 0;
   const data = lists.map((tokens, index) => {
     promptTokens += tokens.length;
-    const v = embedVector(tokens, model, served.seed, EMBEDDING_DIM);
+    return item(embedVector(tokens, model, served.seed, EMBEDDING_DIM), index, body);
+  });
+  const created = Math.floor(Date.now() / 1000);
+  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  return { status: 200, body: JSON.stringify({ id, object: 'list', created, model, data, usage }) };
+}
+
+/**
+ * POST /classify: one `{index, label, probs, num_classes}` per input, the label the likelier class.
+ * Deterministic: the probabilities come from the input's embedding.
+ */
+export function classifyAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
+  return perInputAnswer(text, 'classify', served, `classify-${id}`, (v, index) => {
     const positive = Math.round((1 / (1 + Math.exp(-4 * v[0]))) * 1e6) / 1e6;
     const probs = [Math.round((1 - positive) * 1e6) / 1e6, positive];
     return { index, label: CLASS_LABELS[positive > 0.5 ? 1 : 0], probs, num_classes: CLASS_LABELS.length };
   });
-  const created = Math.floor(Date.now() / 1000);
-  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
-  return { status: 200, body: JSON.stringify({ id: `classify-${id}`, object: 'list', created, model, data, usage }) };
 }
 
 /**
  * POST /pooling: the pooled hidden state per input, `{index, object: "pooling", data}` (here the
- * embedding vector, unnormalised output being the model's business); `encoding_format: "base64"` as for
- * embeddings.
+ * embedding vector); `encoding_format: "base64"` as for embeddings.
  */
 export function poolingAnswer(text: string, served: ServedModel, id: string): ApiAnswer {
-  const p = parse(text, 'pooling', served);
-  if (isAnswer(p)) return p;
-  const { body, model } = p;
-  if (body.input !== undefined && body.input !== null) {
-    const problem = embeddingInputProblem(body.input);
-    if (problem) return { status: 400, refusal: vllmProblem(problem, body) };
-  }
-  const base64 = body.encoding_format === 'base64';
-  const lists = pooledTokens(body);
-  const tooLong = overLength(lists, served);
-  if (tooLong) return tooLong;
-  let promptTokens = 0;
-  const data = lists.map((tokens, index) => {
-    promptTokens += tokens.length;
-    const v = embedVector(tokens, model, served.seed, EMBEDDING_DIM);
-    return { index, object: 'pooling', data: base64 ? base64Floats(v) : Array.from(v) };
-  });
-  const created = Math.floor(Date.now() / 1000);
-  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
-  return { status: 200, body: JSON.stringify({ id: `pool-${id}`, object: 'list', created, model, data, usage }) };
+  return perInputAnswer(text, 'pooling', served, `pool-${id}`, (v, index, body) => ({
+    index,
+    object: 'pooling',
+    data: body.encoding_format === 'base64' ? base64Floats(v) : Array.from(v),
+  }));
 }
 
 /** POST /tokenize: `{count, max_model_len, tokens, token_strs}` (a chat `messages` rendered as for chat). */
