@@ -64,6 +64,13 @@ const openaiBody = fc.record(
     max_tokens: fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1, max: 6 }) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }) }),
     stream: fc.oneof({ weight: 4, arbitrary: fc.boolean() }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }) }),
     n: fc.jsonValue({ maxDepth: 1 }),
+    // the fields of the other routed APIs (embeddings, classify, pooling, rerank, score, detokenize)
+    input: fc.oneof(printable, fc.array(printable, { maxLength: 4 }), fc.jsonValue({ maxDepth: 2 })),
+    query: fc.oneof(printable, fc.jsonValue({ maxDepth: 2 })),
+    documents: fc.oneof(fc.array(printable, { maxLength: 4 }), fc.jsonValue({ maxDepth: 2 })),
+    text_1: fc.oneof(printable, fc.array(printable, { maxLength: 3 })),
+    text_2: fc.oneof(printable, fc.array(printable, { maxLength: 3 }), fc.jsonValue({ maxDepth: 1 })),
+    tokens: fc.oneof(fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 6 }), fc.jsonValue({ maxDepth: 1 })),
   },
   { requiredKeys: ['model', 'max_tokens', 'stream'] },
 );
@@ -110,7 +117,12 @@ type Framing = 'exact' | 'short' | 'long' | 'chunked' | 'chunked-unfinished' | '
 const anyRequest = fc.record({
   valid: fc.constant(false),
   method: fc.oneof({ weight: 8, arbitrary: fc.constant('POST') }, { weight: 2, arbitrary: fc.constantFrom('GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'FOO') }),
-  path: fc.oneof({ weight: 8, arbitrary: fc.constantFrom('/v1/chat/completions', '/v1/completions') }, { weight: 2, arbitrary: fc.constantFrom('/v1/models', '/', '/v1/chat/completions?x=1', '/v1/../v1/completions', '/%00', '/v1/chat/completions/') }),
+  path: fc.oneof(
+    { weight: 8, arbitrary: fc.constantFrom('/v1/chat/completions', '/v1/completions') },
+    // the other routed APIs, each with its own body checks (a body made for chat is mostly wrong there)
+    { weight: 2, arbitrary: fc.constantFrom('/v1/embeddings', '/v1/responses', '/tokenize', '/detokenize', '/v1/rerank', '/v2/rerank', '/v1/score', '/classify', '/pooling') },
+    { weight: 2, arbitrary: fc.constantFrom('/v1/models', '/', '/v1/chat/completions?x=1', '/v1/../v1/completions', '/%00', '/v1/chat/completions/') },
+  ),
   headers: fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 3, arbitrary: fc.array(headerLine, { maxLength: 4 }) }),
   framing: fc.oneof({ weight: 5, arbitrary: fc.constant<Framing>('exact') }, { weight: 5, arbitrary: fc.constantFrom<Framing>('short', 'long', 'chunked', 'chunked-unfinished', 'cl+chunked', 'two-cl', 'none') }),
   chunk: fc.integer({ min: 1, max: 64 }),
