@@ -203,12 +203,16 @@ export function head(method: string, path: string, host: string, lines: string[]
  * 200 SSE stream without `[DONE]` or an error event; a 200 JSON answer that does not parse), `errorShape`
  * false when an error status does not carry OpenAI's `{"error": {...}}` body.
  */
+/** The last event of a whole Responses API stream: completed, incomplete or failed, its data one line. */
+const RESPONSES_END = /(^|\n)event: response\.(completed|incomplete|failed)\ndata: [^\n]*\n\n$/;
+
 export function judge(r: RawResponse): { truncated: boolean; errorShape: boolean } {
   const text = r.body.toString('utf8');
   const type = r.headers['content-type'] ?? '';
   let truncated = false;
   if (r.status === 200 && r.complete) {
-    if (type.startsWith('text/event-stream')) truncated = !text.endsWith('data: [DONE]\n\n') && !/(^|\n)data: \{"error":/.test(text);
+    // a chat or completions stream ends with [DONE], a Responses API stream with its terminal event
+    if (type.startsWith('text/event-stream')) truncated = !text.endsWith('data: [DONE]\n\n') && !RESPONSES_END.test(text) && !/(^|\n)data: \{"error":/.test(text);
     else if (type.includes('json')) truncated = !parses(text);
   }
   let errorShape = true;
