@@ -384,7 +384,12 @@ export class Gateway implements GatewayContext {
     front.relayedGet(RETRIEVE_PATH, (client, req) => new Exchange(this.genCtx, client, req, 'responses', 'retrieve'));
     front.post(CANCEL_PATH, maxBody, (client, req) => new Exchange(this.genCtx, client, req, 'responses', 'cancel'));
     const created = Math.floor(this.startedAt / 1000);
-    const card = (id: string) => ({ id, object: 'model', created, owned_by: 'infergate' });
+    // with the context length its servers report, where they do (vLLM's field, which clients read to size
+    // their requests)
+    const card = (id: string) => {
+      const maxModelLen = this.router.maxModelLen(id);
+      return { id, object: 'model', created, owned_by: 'infergate', ...(maxModelLen !== undefined && { max_model_len: maxModelLen }) };
+    };
     /** The token's verdict, or the answer refusing it (401, counted). */
     const refusal = (auth: AuthResult): Answer | undefined => {
       if (!isApiError(auth)) return undefined;

@@ -206,6 +206,19 @@ export class PoolRouter implements TicketOwner {
     this.setEndpoints(cfg.endpoints.length || !cfg.discovery ? cfg.endpoints : this.endpoints());
   }
 
+  /**
+   * The longest context every endpoint of the pool that has said takes (the least of their last scraped
+   * `max_model_len`: during a rolling change a request may reach either), or undefined when none has said.
+   */
+  maxModelLen(): number | undefined {
+    let least: number | undefined;
+    for (const st of this.states) {
+      const n = st.sig?.maxModelLen;
+      if (n !== undefined && (least === undefined || n < least)) least = n;
+    }
+    return least;
+  }
+
   updateSignals(endpoint: string, s: EndpointSignals, now: number): void {
     const st = this.byName.get(endpoint);
     if (!st) return;

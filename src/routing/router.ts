@@ -98,6 +98,23 @@ export class Router {
     return [...this.routes.keys()];
   }
 
+  /**
+   * The longest context a client model name takes, in tokens, as its pool's servers report it (the least
+   * over an alias's targets, since a request may reach any of them); undefined when not known.
+   */
+  maxModelLen(name: string): number | undefined {
+    const r = this.routes.get(name);
+    if (!r) return undefined;
+    const pools = r.pool !== undefined ? [r.pool] : r.targets!.map((t) => t.pool);
+    let least: number | undefined;
+    for (const pool of pools) {
+      const n = this.poolMap.get(pool)?.maxModelLen();
+      if (n === undefined) return undefined; // a target whose length is unknown: no figure is safe
+      if (least === undefined || n < least) least = n;
+    }
+    return least;
+  }
+
   pools(): string[] {
     return [...this.poolMap.keys()];
   }

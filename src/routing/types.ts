@@ -23,6 +23,8 @@ export interface EndpointSignals {
   maxNumSeqs?: number;
   /** LoRA adapter names the endpoint serves (from /v1/models `parent`), if known */
   adapters?: string[];
+  /** the longest context its base model takes, in tokens (vLLM's /v1/models `max_model_len`), if known */
+  maxModelLen?: number;
 }
 
 export interface PickInput {

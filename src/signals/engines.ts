@@ -118,3 +118,21 @@ export function adaptersFromModels(body: unknown): string[] | null {
   }
   return out;
 }
+
+/**
+ * The base model's `max_model_len` from a /v1/models answer (vLLM's cards carry it; an adapter's card has
+ * a `parent` and none), the least when several base models are listed; null when none says.
+ */
+export function maxModelLenFromModels(body: unknown): number | null {
+  if (!body || typeof body !== 'object') return null;
+  const data = (body as { data?: unknown }).data;
+  if (!Array.isArray(data)) return null;
+  let least: number | null = null;
+  for (const m of data) {
+    if (!m || typeof m !== 'object') continue;
+    const { parent, max_model_len: n } = m as { parent?: unknown; max_model_len?: unknown };
+    if (typeof parent === 'string' && parent.length > 0) continue;
+    if (typeof n === 'number' && Number.isSafeInteger(n) && n > 0 && (least === null || n < least)) least = n;
+  }
+  return least;
+}

@@ -1,6 +1,6 @@
 /**
- * The scraper: polls every endpoint's /metrics (and now and then /v1/models for LoRA adapters) and feeds
- * the router. I/O lives here, never in src/routing.
+ * The scraper: polls every endpoint's /metrics (and now and then /v1/models for LoRA adapters and the
+ * model's max_model_len) and feeds the router. I/O lives here, never in src/routing.
  *
  * - One loop per endpoint: fetch, parse, updateSignals; the next fetch starts `interval` after the
  *   previous one started (never two in flight for one endpoint).
@@ -10,7 +10,7 @@
  */
 import { Agent, request } from 'undici';
 import type { EndpointSignals } from '../routing/types.js';
-import { adaptersFromModels, signalsFromMetrics, type Engine } from './engines.js';
+import { adaptersFromModels, maxModelLenFromModels, signalsFromMetrics, type Engine } from './engines.js';
 
 const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;
 
@@ -62,6 +62,7 @@ interface Loop {
   inflight: Promise<void> | null;
   failing: boolean;
   adapters: string[] | undefined;
+  maxModelLen: number | undefined;
   modelsAt: number;
 }
 
@@ -138,7 +139,7 @@ export class Scraper {
         have.pool = pool;
         continue;
       }
-      const l: Loop = { endpoint: ep, pool, timer: null, inflight: null, failing: false, adapters: undefined, modelsAt: -Infinity };
+      const l: Loop = { endpoint: ep, pool, timer: null, inflight: null, failing: false, adapters: undefined, maxModelLen: undefined, modelsAt: -Infinity };
       this.loops.set(ep, l);
       this.schedule(l, 0);
     }
@@ -217,8 +218,10 @@ export class Scraper {
         try {
           const m = await this.get(`${base}/v1/models`, Math.max(timeoutMs, 500), pc.api_key, agent);
           if (m.status === 200) {
-            const a = adaptersFromModels(JSON.parse(m.text));
+            const models: unknown = JSON.parse(m.text);
+            const a = adaptersFromModels(models);
             if (a) l.adapters = a;
+            l.maxModelLen = maxModelLenFromModels(models) ?? l.maxModelLen;
           }
         } catch {
           // adapters are optional; metrics decide whether the endpoint is failing
@@ -229,6 +232,7 @@ export class Scraper {
       const s = signalsFromMetrics(engine, r.text);
       if (!s) throw new Error(`no ${engine} metrics in the answer`);
       if (l.adapters) s.adapters = l.adapters;
+      if (l.maxModelLen !== undefined) s.maxModelLen = l.maxModelLen;
       this.router.updateSignals(l.endpoint, s, this.now());
       if (l.failing) {
         l.failing = false;

@@ -7,6 +7,7 @@ import OpenAI from 'openai';
 import { request } from 'undici';
 import { debugPools } from '../e2e/support.js';
 import { ADAPTER, MODEL, startApi } from './support.js';
+import { until } from '../helpers/process.js';
 
 const api = await startApi({}, { prefix: { embeddings: true } });
 t.teardown(() => api.stop());
@@ -54,6 +55,22 @@ t.test('models.retrieve: a model with a slash in its id, an alias, an unknown on
   t.equal(noToken.statusCode, 401);
   t.match(noToken.headers['www-authenticate'], /^Bearer/);
   await noToken.body.dump();
+});
+
+t.test('the model list carries the context length the servers report (max_model_len, as vLLM\'s own list does)', async (t) => {
+  const auth = { authorization: `Bearer ${token}` };
+  const listed = async () => ((await (await request(`${gw.url}/v1/models`, { headers: auth })).body.json()) as { data: Array<Record<string, unknown>> }).data;
+  // the gateway reads each server's /v1/models with its metrics: wait for the first reading
+  const data = await until(async () => {
+    const d = await listed();
+    return d.every((m) => m.max_model_len !== undefined) ? d : undefined;
+  }, 20_000, 'max_model_len in every card');
+  const straight = (await (await request(`http://${api.mocks.endpoints[0]}/v1/models`)).body.json()) as { data: Array<{ id: string; max_model_len?: number }> };
+  const base = straight.data.find((m) => m.id === MODEL)!.max_model_len;
+  t.type(base, 'number');
+  for (const m of data) t.equal(m.max_model_len, base, `${String(m.id)}: the base model's (an adapter and an alias too)`);
+  const one = (await (await request(`${gw.url}/v1/models/${encodeURIComponent(ADAPTER)}`, { headers: auth })).body.json()) as Record<string, unknown>;
+  t.equal(one.max_model_len, base, 'GET /v1/models/{id} too');
 });
 
 t.test('embeddings.create: the default base64 and float agree, token-id input, usage, and the same vectors as the server gives', async (t) => {

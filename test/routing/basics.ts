@@ -80,6 +80,31 @@ t.test('resolveModel: pools, aliases, sticky', async (t) => {
   for (let i = 0; i < 20; i++) t.equal(r.resolveModel('chat', 'session-42')!.model, first);
 });
 
+t.test('maxModelLen: what the servers report, the least over endpoints and an alias\'s targets, unknown until every one has said', async (t) => {
+  const cfg = configSchema.parse({
+    auth: { mode: 'none', allow_unauthenticated: true },
+    models: [
+      { name: 'a', pool: 'p' },
+      { name: 'b', pool: 'q' },
+      { name: 'ab', targets: [{ model: 'a', weight: 1 }, { model: 'b', weight: 1 }] },
+    ],
+    pools: { p: { endpoints: ['127.0.0.1:1', '127.0.0.1:2'] }, q: { endpoints: ['127.0.0.1:3'] } },
+  });
+  const r = new Router(routerConfig(cfg), { random: seq(3) });
+  const sig = (maxModelLen?: number) => ({ waiting: 0, running: 0, kvUsage: 0, loraRunning: [], loraWaiting: [], maxLoras: 0, ...(maxModelLen !== undefined && { maxModelLen }) });
+  t.equal(r.maxModelLen('a'), undefined, 'nothing scraped yet');
+  r.updateSignals('127.0.0.1:1', sig(32768), 0);
+  t.equal(r.maxModelLen('a'), 32768);
+  r.updateSignals('127.0.0.1:2', sig(8192), 0);
+  t.equal(r.maxModelLen('a'), 8192, 'the least of the pool\'s endpoints (a request may reach either)');
+  r.updateSignals('127.0.0.1:2', sig(), 0);
+  t.equal(r.maxModelLen('a'), 32768, 'an endpoint that no longer says is left out');
+  t.equal(r.maxModelLen('ab'), undefined, 'an alias with a target whose length is unknown: none');
+  r.updateSignals('127.0.0.1:3', sig(16384), 0);
+  t.equal(r.maxModelLen('ab'), 16384, 'the least over the alias\'s targets');
+  t.equal(r.maxModelLen('nope'), undefined);
+});
+
 t.test('baseline policies', async (t) => {
   const r = Router.fromPool('p', {}, ['a:1', 'b:1', 'c:1'], { random: seq(5) });
   const input = { model: 'm', promptText: 'hello', promptTokens: 2 };

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { parsePrometheus } from '../../src/signals/prom.js';
-import { signalsFromMetrics, adaptersFromModels } from '../../src/signals/engines.js';
+import { signalsFromMetrics, adaptersFromModels, maxModelLenFromModels } from '../../src/signals/engines.js';
 
 // shaped after a real vLLM 0.8 /metrics page (trimmed)
 export const VLLM_TEXT = `# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -73,6 +73,15 @@ t.test('sglang signals', async (t) => {
     '# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{model_name="m"} 4\nsglang:num_running_reqs{model_name="m"} 9\nsglang:token_usage{model_name="m"} 0.55\n',
   )!;
   t.same([s.waiting, s.running, s.kvUsage], [4, 9, 0.55]);
+});
+
+t.test('max_model_len from /v1/models: the base model\'s, never an adapter\'s', async (t) => {
+  t.equal(maxModelLenFromModels({ data: [{ id: 'base', parent: null, max_model_len: 32768 }, { id: 'sql', parent: 'base', max_model_len: 4096 }] }), 32768);
+  t.equal(maxModelLenFromModels({ data: [{ id: 'a', max_model_len: 8192 }, { id: 'b', max_model_len: 4096 }] }), 4096, 'two base models: the least');
+  t.equal(maxModelLenFromModels({ data: [{ id: 'a' }] }), null, 'not said');
+  for (const bad of [0, -1, 1.5, '4096', null, 2 ** 60]) t.equal(maxModelLenFromModels({ data: [{ id: 'a', max_model_len: bad }] }), null, `not a length: ${JSON.stringify(bad)}`);
+  t.equal(maxModelLenFromModels('x'), null);
+  t.equal(maxModelLenFromModels({ data: 'x' }), null);
 });
 
 t.test('adapters from /v1/models', async (t) => {

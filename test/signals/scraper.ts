@@ -19,7 +19,7 @@ t.test('scrapes good, hung and broken endpoints without crashing', async (t) => 
   const good = await serve((req, res) => {
     if (req.url === '/v1/models') {
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ data: [{ id: 'm', parent: null }, { id: 'lora-a', parent: 'm' }] }));
+      res.end(JSON.stringify({ data: [{ id: 'm', parent: null, max_model_len: 32768 }, { id: 'lora-a', parent: 'm' }] }));
       return;
     }
     res.end(GOOD);
@@ -76,6 +76,7 @@ t.test('scrapes good, hung and broken endpoints without crashing', async (t) => 
   t.ok(g.length >= 4, `good endpoint scraped repeatedly (${g.length})`);
   t.same([g[0].waiting, g[0].running, g[0].kvUsage], [2, 5, 0.25]);
   t.same(g[0].adapters, ['lora-a']);
+  t.equal(g[0].maxModelLen, 32768, 'the base model\'s max_model_len');
   t.notOk(fails.has(good.addr));
   t.ok((fails.get(hung.addr) ?? 0) >= 2, `hung endpoint times out (${fails.get(hung.addr)})`);
   t.ok((fails.get(broken.addr) ?? 0) >= 2, 'HTTP 500 counts as failure');
