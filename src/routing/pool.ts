@@ -299,12 +299,16 @@ export class PoolRouter implements TicketOwner {
     ctx.scored = false;
     // a preferred endpoint that is usable wins outright: only it can serve the request as asked
     const pin = input.prefer === undefined ? -1 : list.findIndex((e) => e.name === input.prefer && e.ejectedUntil <= now);
-    if (allSaturated && pin < 0) {
+    // A prompt longer than every candidate's max_model_len (by the estimate) is not held back by saturation:
+    // the server refuses it at once with its 400, which costs it no work, while a 429 would only send the
+    // client into retries of a request no server will take. It goes to the endpoint with the least in flight.
+    const overLong = allSaturated && pin < 0 ? overLengthCandidate(table, list.length, promptTokens) : -1;
+    if (allSaturated && pin < 0 && overLong < 0) {
       const explain = filtered ? explainPick(policy, this.name, table, filtered, null) : undefined;
       return { kind: 'saturated', retryAfterS: retryAfterS(table, cfg.saturation), explain };
     }
     ctx.dryRun = opts.dryRun === true;
-    const chosen = pin >= 0 ? pin : POLICY_BY_NAME[policy].choose(table, ctx);
+    const chosen = pin >= 0 ? pin : overLong >= 0 ? overLong : POLICY_BY_NAME[policy].choose(table, ctx);
     const st = table.st[chosen];
     const explain = filtered ? explainPick(policy, this.name, table, filtered, ctx) : undefined;
     if (explain) {
@@ -414,4 +418,21 @@ export class PoolRouter implements TicketOwner {
       }),
     };
   }
+}
+
+/**
+ * For a saturated pool: when the request's `promptTokens` is over the `max_model_len` of every candidate
+ * (each has reported one), the row with the least in flight; else -1.
+ */
+function overLengthCandidate(table: CandidateTable, n: number, promptTokens: number): number {
+  let longest = 0;
+  for (let i = 0; i < n; i++) {
+    const len = table.st[i].sig?.maxModelLen;
+    if (len === undefined) return -1; // a server that has not said may take it
+    if (len > longest) longest = len;
+  }
+  if (promptTokens <= longest) return -1;
+  let best = 0;
+  for (let i = 1; i < n; i++) if (table.st[i].inFlight < table.st[best].inFlight) best = i;
+  return best;
 }

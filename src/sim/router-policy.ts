@@ -5,6 +5,7 @@
  * live gateway makes.
  */
 import type { Engine, EngineProfile, EngineSnapshot } from '../engine/index.js';
+import { DEFAULT_PROFILE } from '../engine/index.js';
 import { estimateTokens } from '../openai/tokens.js';
 import { Router } from '../routing/index.js';
 import type { EndpointSignals, PolicyName, PoolRouter, Ticket } from '../routing/index.js';
@@ -28,6 +29,7 @@ export function signalsOf(s: EngineSnapshot, profile: Partial<EngineProfile>): E
     blockSize: s.blockSize,
     numGpuBlocks: s.numGpuBlocks,
     adapters: profile.loras ?? [],
+    maxModelLen: profile.maxModelLen ?? DEFAULT_PROFILE.maxModelLen,
   };
 }
 

@@ -140,3 +140,24 @@ t.test('the bookkeeping of pending requests stays bounded under steady traffic',
   const st = r.pool('p').state('a:1')!;
   t.ok(st.pendingQ.length - st.pendingHead <= 2 * st.pending + 65, `queue ${st.pendingQ.length - st.pendingHead} for ${st.pending} pending`);
 });
+
+t.test('a saturated pool still sends on a prompt longer than every server takes (its 400 costs nothing), never one that fits', async (t) => {
+  const r = Router.fromPool('p', { saturation: SAT }, EPS, { random: seq(3) });
+  for (const e of EPS) r.updateSignals(e, sig({ waiting: 9, maxModelLen: 4096 }), 0); // both over queue_depth
+  const long = (tokens: number) => ({ model: 'm', promptText: 'x'.repeat(tokens * 4), promptTokens: tokens });
+  t.equal(r.pick('p', long(4096), 10).kind, 'saturated', 'at max_model_len: it fits, so it waits its turn like any other');
+  const over = r.pick('p', long(5000), 10);
+  t.equal(over.kind, 'ok', 'over every server\'s max_model_len: sent on, for the server\'s own 400');
+  if (over.kind === 'ok') r.onEnd(over.ticket, 20, 'ok');
+  // it goes where the least is in flight
+  const held = r.pick('p', long(5000), 30);
+  t.equal(held.kind, 'ok');
+  const next = r.pick('p', long(5000), 31);
+  t.ok(held.kind === 'ok' && next.kind === 'ok' && held.endpoint !== next.endpoint, 'the next one to the other endpoint (the least in flight)');
+  // one server longer: the prompt may fit there, so no exception
+  r.updateSignals('b:1', sig({ waiting: 9, maxModelLen: 8192 }), 40);
+  t.equal(r.pick('p', long(5000), 41).kind, 'saturated', 'a server with a longer context could take it: 429 as usual');
+  // one server that has not said: the same
+  r.updateSignals('b:1', sig({ waiting: 9 }), 50);
+  t.equal(r.pick('p', long(50_000), 51).kind, 'saturated', 'a server whose max_model_len is unknown might take it');
+});
