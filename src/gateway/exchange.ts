@@ -42,9 +42,10 @@ import { previousResponseId, ResponseIdWatch, storedQueryProblem, storedResponse
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
  * field): a whole JSON answer's usage is still read.
  */
+const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score', 'classify', 'pooling']);
+
 /** APIs of pooling models (besides embeddings), placed on load alone: vLLM keeps no prefix cache for them by default. */
 const LOAD_ONLY: ReadonlySet<ApiKind> = new Set(['rerank', 'score', 'classify', 'pooling']);
-const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score', 'classify', 'pooling']);
 
 /**
  * body: reading it; admission: body checked, waiting for the token's verification or a check; queued: in
