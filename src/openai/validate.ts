@@ -67,6 +67,11 @@ export type BodyProblem =
   | { param: 'text_1'; issue: 'missing_pair' }
   | { param: IntegerField; issue: 'not_integer'; min: number };
 
+/** A field that is there: JSON's null counts as absent, as OpenAI's and vLLM's servers read it. */
+function given(v: unknown): boolean {
+  return v !== undefined && v !== null;
+}
+
 function isTokenId(v: unknown): boolean {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_TOKEN_ID;
 }
@@ -130,7 +135,7 @@ export function bodyProblem(kind: ApiKind, body: Record<string, unknown>): BodyP
   if (p) return p;
   for (const [param, min] of INTEGER_FIELDS) {
     const v = body[param];
-    if (v !== undefined && v !== null && !(Number.isInteger(v) && (v as number) >= min)) return { param, issue: 'not_integer', min };
+    if (given(v) && !(Number.isInteger(v) && (v as number) >= min)) return { param, issue: 'not_integer', min };
   }
   return null;
 }
@@ -154,8 +159,8 @@ function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem 
       return typeof i === 'string' || (Array.isArray(i) && i.length > 0) ? null : { param: 'input', issue: 'missing' };
     }
     case 'tokenize': {
-      const hasPrompt = body.prompt !== undefined && body.prompt !== null;
-      const hasMessages = body.messages !== undefined && body.messages !== null;
+      const hasPrompt = given(body.prompt);
+      const hasMessages = given(body.messages);
       if (hasPrompt && hasMessages) return { param: 'prompt', issue: 'prompt_and_messages' };
       if (hasMessages) return messagesProblem(body.messages);
       return typeof body.prompt === 'string' ? null : { param: 'prompt', issue: 'missing' };
@@ -169,13 +174,12 @@ function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem 
       return d !== null && typeof d === 'object' ? null : { param: 'documents', issue: 'bad_documents' };
     }
     case 'score': {
-      const given = (k: string) => body[k] !== undefined && body[k] !== null;
-      return (given('text_1') && given('text_2')) || (given('query') && given('items')) ? null : { param: 'text_1', issue: 'missing_pair' };
+      return (given(body.text_1) && given(body.text_2)) || (given(body.query) && given(body.items)) ? null : { param: 'text_1', issue: 'missing_pair' };
     }
     case 'classify':
     case 'pooling':
-      if (body.input !== undefined && body.input !== null) return null;
-      return body.messages !== undefined && body.messages !== null ? messagesProblem(body.messages) : { param: 'input', issue: 'missing' };
+      if (given(body.input)) return null;
+      return given(body.messages) ? messagesProblem(body.messages) : { param: 'input', issue: 'missing' };
   }
 }
 
