@@ -48,6 +48,11 @@ function isAnswer(v: { body: Record<string, unknown>; model: string } | ApiAnswe
   return 'status' in v;
 }
 
+/** The usage of an answer that reads a prompt and generates nothing (vLLM's UsageInfo for pooling models). */
+function promptUsage(promptTokens: number) {
+  return { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+}
+
 /** The token lists of an embeddings `input` (checked already: a string, strings, ids or lists of ids). */
 function inputTokens(input: unknown): ArrayLike<number>[] {
   if (typeof input === 'string') return [tokenize(input)];
@@ -125,7 +130,7 @@ export function embeddingsAnswer(text: string, served: ServedModel, id: string):
     return refuse(`This model's maximum context length is ${served.maxModelLen} tokens. However, input ${tooLong} has ${lists[tooLong].length} tokens.`, 'input');
   }
   const created = Math.floor(Date.now() / 1000);
-  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  const usage = promptUsage(promptTokens);
   return { status: 200, body: JSON.stringify({ id: `embd-${id}`, object: 'list', created, model, data, usage }) };
 }
 
@@ -196,7 +201,7 @@ export function scoreAnswer(text: string, served: ServedModel, id: string): ApiA
     return { index, object: 'score', score: relevance(a, b, model, served.seed) };
   });
   const created = Math.floor(Date.now() / 1000);
-  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  const usage = promptUsage(promptTokens);
   return { status: 200, body: JSON.stringify({ id: `score-${id}`, object: 'list', created, model, data, usage }) };
 }
 
@@ -241,7 +246,7 @@ function perInputAnswer(
     return item(embedVector(tokens, model, served.seed, EMBEDDING_DIM), index, body);
   });
   const created = Math.floor(Date.now() / 1000);
-  const usage = { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null };
+  const usage = promptUsage(promptTokens);
   return { status: 200, body: JSON.stringify({ id, object: 'list', created, model, data, usage }) };
 }
 
