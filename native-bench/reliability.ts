@@ -20,12 +20,13 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Agent, request } from 'undici';
+import { Agent, FormData, Request, request } from 'undici';
 import { INFERGATE_CLI, Progress, clockTicks, freePort, freePortRange, numOpt, percentileSorted, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
 import { promSums } from './prom.js';
 import { finalAnswer, rawExchange, judge, type RawResult } from './rawhttp.js';
 import { CASES, type CaseTry, type Target } from './reliability-cases.js';
 import { checkBody } from '../src/gateway/request-checks.js';
+import { encodeAudioForm, readAudioForm } from '../src/gateway/audio-form.js';
 import { renderPrompt, renderPromptHead } from '../src/openai/prompt.js';
 
 const MODEL = 'bench-model';
@@ -440,6 +441,47 @@ export function parseCost(mb: number, reps: number): Array<Record<string, number
   return out;
 }
 
+/**
+ * An audio API's form as the gateway handles it (readAudioForm, then encodeAudioForm), for a file of `mb`
+ * MB: CPU per MB (median of `reps`) and the longest the event loop was held meanwhile (the largest gap
+ * between two turns of a setImmediate ticker, over all reps): the stall every other request on this
+ * process sees while one upload is read.
+ */
+export async function formCost(mb: number, reps: number): Promise<Record<string, number | string>> {
+  const fd = new FormData();
+  fd.append('model', MODEL);
+  fd.append('file', new Blob([Buffer.alloc(Math.floor(mb * 1024 * 1024), 7)], { type: 'audio/wav' }), 'speech.wav');
+  const req = new Request('http://x/', { method: 'POST', body: fd });
+  const raw = Buffer.from(await req.arrayBuffer());
+  const type = req.headers.get('content-type')!;
+  let longest = 0;
+  let last = performance.now();
+  let ticking = true;
+  const tick = () => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const read: number[] = [];
+  const encode: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    const t0 = cpuMs();
+    const f = await readAudioForm('/v1/audio/transcriptions', raw, type);
+    const t1 = cpuMs();
+    if ('error' in f) throw new Error(`form bench body refused: ${f.error.message}`);
+    await encodeAudioForm(f.form, MODEL);
+    read.push(t1 - t0);
+    encode.push(cpuMs() - t1);
+  }
+  ticking = false;
+  const med = (xs: number[]): number => percentileSorted(Float64Array.from(xs).sort(), 0.5);
+  const m = raw.length / (1024 * 1024);
+  return { body: 'audio_form', mb: round(m, 2), read_ms_per_mb: round(med(read) / m, 2), encode_ms_per_mb: round(med(encode) / m, 2), longest_event_loop_stall_ms: round(longest, 1) };
+}
+
 export async function runReliability(opts: Map<string, string>): Promise<number> {
   const quick = opts.has('quick');
   const tries = numOpt(opts, 'cases', quick ? 12 : 40);
@@ -482,13 +524,14 @@ export async function runReliability(opts: Map<string, string>): Promise<number>
     progress.finish();
     const overLeak = await drained(s, 15_000);
     const parse = parseCost(quick ? 1 : 4, 7);
+    const formParse = [await formCost(1, 7), await formCost(25, 5)];
     const bad = cases.reduce((n, c) => n + c.crashes + c.hangs + c.silent_truncations + c.leaked_upstreams + c.wrong_accepts, 0) + overLeak + (s.gw.exited ? 1 : 0);
     const file = writeResult(
       outDir,
       'reliability.json',
       'reliability',
       { quick, cases_per_class: tries, overload_s: overloadS, soak_s: soakS, offered_x_capacity: offered, heavy_clients: heavy, mocks: MOCKS, slots_per_mock: SLOTS_PER_MOCK, max_body_bytes: MAX_BODY, seconds: round((Date.now() - started) / 1000, 1) },
-      { cases, overload: over ? { ...over, leaked_after: overLeak } : null, soak: so, parse, gateway_alive: !s.gw.exited },
+      { cases, overload: over ? { ...over, leaked_after: overLeak } : null, soak: so, parse, form_parse: formParse, gateway_alive: !s.gw.exited },
     );
     console.log(`wrote ${file}${bad > 0 ? ` — ${bad} problems (crashes, hangs, truncations, leaks, wrong accepts): see the cases' failures` : ''}`);
     code = bad > 0 ? 1 : 0;

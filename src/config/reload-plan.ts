@@ -17,6 +17,7 @@ export const RESTART_ONLY: readonly (readonly string[])[] = [
   ['admin', 'host'],
   ['admin', 'port'],
   ['limits', 'max_body_bytes'],
+  ['limits', 'max_audio_body_bytes'],
   ['limits', 'max_buffered_body_bytes'],
   ['limits', 'max_header_bytes'],
   ['limits', 'max_connections'],

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { pairExtraChars, promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
-import type { ApiKind } from '../openai/validate.js';
+import { isAudioKind, type ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
 import { AnswerUsage, withIncludeUsage, type Usage, type UsageMode } from '../openai/usage.js';
 import { NO_LEASE, quotaError, rateLimitHeaders, type QuotaDecision, type QuotaLease } from '../quota/index.js';
@@ -28,7 +28,8 @@ import type { GatewayContext } from './context.js';
 import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
 import { Relay, type RelayOwner } from './relay.js';
-import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, readRequest, withModel } from './request-checks.js';
+import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, maxBodyOf, readRequest, withModel } from './request-checks.js';
+import { encodeAudioForm, readAudioForm, type AudioForm } from './audio-form.js';
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
@@ -42,7 +43,7 @@ import { previousResponseId, ResponseIdWatch, storedQueryProblem, storedResponse
  * The APIs whose requests are never edited to ask for a usage chunk (stream_options is a completions
  * field): a whole JSON answer's usage is still read.
  */
-const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score', 'classify', 'pooling']);
+const USAGE_FROM_JSON_ONLY: ReadonlySet<ApiKind> = new Set(['embeddings', 'responses', 'tokenize', 'detokenize', 'rerank', 'score', 'classify', 'pooling', 'transcriptions', 'translations']);
 
 /** APIs of pooling models (besides embeddings), placed on load alone: vLLM keeps no prefix cache for them by default. */
 const LOAD_ONLY: ReadonlySet<ApiKind> = new Set(['rerank', 'score', 'classify', 'pooling']);
@@ -215,7 +216,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.fwdHeaders.traceparent = formatTraceparent(this.span.traceId, this.span.spanId, this.span.sampled);
     if (parent === null) delete this.fwdHeaders.tracestate;
     ctx.inFlight++;
-    const refusal = headRefusal(facts, ctx.config.limits, ctx.draining);
+    const refusal = headRefusal(facts, ctx.config.limits, ctx.draining, maxBodyOf(ctx.config.limits, kind));
     if (refusal?.cut) this.cut(refusal.error);
     else if (refusal) this.reject(refusal.error, refusal.closeConnection);
     else {
@@ -331,7 +332,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   }
 
   onBodyTooLarge(): void {
-    if (this.phase === 'body') this.reject(errors.bodyTooLarge(this.ctx.config.limits.max_body_bytes));
+    if (this.phase === 'body') this.reject(errors.bodyTooLarge(maxBodyOf(this.ctx.config.limits, this.kind)));
   }
 
   onBodyBudgetExceeded(): void {
@@ -350,24 +351,19 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.storedCall();
       return;
     }
+    if (isAudioKind(this.kind)) {
+      // a form, read and re-encoded off this call (audio-form.ts); the body stays in its phase meanwhile
+      readAudioForm(this.path, raw, this.fwdHeaders['content-type']).then((f) => this.onAudioForm(f), (err: unknown) => this.onInternalError(err));
+      return;
+    }
     const checked = checkBody(this.kind, raw, this.ctx.config.limits.max_json_depth);
     if ('error' in checked) {
       this.reject(checked.error);
       return;
     }
     const { body, model } = checked;
-    const resolved = this.ctx.router.resolveModel(model, this.stickyValue);
-    // a pool that a reload added after this request started is not in its config generation: the model
-    // did not exist for it
-    if (!resolved || !Object.hasOwn(this.ctx.config.pools, resolved.pool)) {
-      this.reject(errors.modelNotFound(model));
-      return;
-    }
-    this.modelLabel = model;
-    this.pool = resolved.pool;
-    this.poolCfg = this.ctx.config.pools[resolved.pool];
-    this.forwardModel = resolved.model;
-    this.upstreamBody = resolved.model === model ? raw : withModel(raw, checked, resolved.model);
+    if (!this.routeModel(model)) return;
+    this.upstreamBody = this.forwardModel === model ? raw : withModel(raw, checked, this.forwardModel);
     this.streamRequested = body.stream === true;
     this.parsedBody = body;
     if (this.kind === 'responses') {
@@ -398,9 +394,61 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.promptText = '';
       this.promptTokens = 0;
     } else if ((kind === 'embeddings' && !prefix.embeddings) || LOAD_ONLY.has(kind)) this.promptText = '';
+    this.bodyDone();
+  }
+
+  /** The pool and the model sent on for the client's `model`, or false with the request refused (404). */
+  private routeModel(model: string): boolean {
+    const resolved = this.ctx.router.resolveModel(model, this.stickyValue);
+    // a pool that a reload added after this request started is not in its config generation: the model
+    // did not exist for it
+    if (!resolved || !Object.hasOwn(this.ctx.config.pools, resolved.pool)) {
+      this.reject(errors.modelNotFound(model));
+      return false;
+    }
+    this.modelLabel = model;
+    this.pool = resolved.pool;
+    this.poolCfg = this.ctx.config.pools[resolved.pool];
+    this.forwardModel = resolved.model;
+    return true;
+  }
+
+  /** The body is read and checked: the request's deadline starts, and admission once the token is verified. */
+  private bodyDone(): void {
     this.timer = deadlines.add(this.ctx.config.limits.request_timeout, this, REQUEST_DEADLINE);
     this.phase = 'admission';
     if (this.identity) this.admit(); // else the verification, when it ends, admits
+  }
+
+  // ---------------------------------------------------------------- an audio API's form
+
+  private onAudioForm(f: AudioForm | { error: ApiError }): void {
+    try {
+      if (this.phase !== 'body' || this.clientGone) return; // refused (a token) or left meanwhile
+      if ('error' in f) {
+        this.reject(f.error);
+        return;
+      }
+      if (!this.routeModel(f.model)) return;
+      this.streamRequested = f.stream;
+      // Placed on load alone, with no prompt estimate: the audio's length is not known without decoding
+      // it, and a transcription reuses no cached prefix. Its usage (audio seconds, or tokens when a
+      // stream asks for them) is read from the answer.
+      encodeAudioForm(f.form, this.forwardModel).then((e) => this.onAudioEncoded(e), (err: unknown) => this.onInternalError(err));
+    } catch (err) {
+      this.onInternalError(err);
+    }
+  }
+
+  private onAudioEncoded(encoded: { body: Buffer; contentType: string }): void {
+    try {
+      if (this.phase !== 'body' || this.clientGone) return;
+      this.upstreamBody = encoded.body;
+      this.fwdHeaders['content-type'] = encoded.contentType;
+      this.bodyDone();
+    } catch (err) {
+      this.onInternalError(err);
+    }
   }
 
   // ---------------------------------------------------------------- a stored Responses API answer

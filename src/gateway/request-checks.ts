@@ -3,7 +3,7 @@
  * (size, declared length, encoding, shutdown), its body (JSON object, model, OpenAI structure), and the
  * headers forwarded upstream. They decide; the exchange answers.
  */
-import { bodyProblem, problemMessage, type ApiKind } from '../openai/validate.js';
+import { bodyProblem, isAudioKind, problemMessage, type ApiKind } from '../openai/validate.js';
 import { errors, type ApiError } from '../openai/errors.js';
 import { scanJson } from '../openai/json.js';
 import type { ClientRequest } from './client.js';
@@ -121,8 +121,16 @@ export interface HeadLimits {
   max_body_bytes: number;
 }
 
-/** The first reason to refuse a request before reading its body, in this order, or undefined. */
-export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: boolean): HeadRefusal | undefined {
+/** The largest body a `kind` request may have: the audio APIs' own limit (an audio file), else max_body_bytes. */
+export function maxBodyOf(limits: { max_body_bytes: number; max_audio_body_bytes: number }, kind: ApiKind): number {
+  return isAudioKind(kind) ? limits.max_audio_body_bytes : limits.max_body_bytes;
+}
+
+/**
+ * The first reason to refuse a request before reading its body, in this order, or undefined. `maxBody`:
+ * the route's body limit (maxBodyOf), max_body_bytes unless said.
+ */
+export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: boolean, maxBody = limits.max_body_bytes): HeadRefusal | undefined {
   if (draining) return { error: errors.shuttingDown(), closeConnection: false };
   // uWS bounds headers only when they span several reads; a whole header block in one read is not
   // limited, so the limit is enforced here too.
@@ -135,10 +143,10 @@ export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: b
   // A header that cannot be sent on is the client's doing: refused here, it never counts against a pod.
   if (facts.badHeader !== undefined) return { error: errors.invalidHeader(facts.badHeader), closeConnection: false };
   const declared = facts.declaredLength;
-  if (declared > limits.max_body_bytes) {
+  if (declared > maxBody) {
     // A body a little over the limit is read and dropped by uWS after the answer (closing on unread
     // data would reset the connection and could lose the 413); an absurd one is refused and cut.
-    return { error: errors.bodyTooLarge(limits.max_body_bytes), closeConnection: declared > DISCARD_LIMIT };
+    return { error: errors.bodyTooLarge(maxBody), closeConnection: declared > DISCARD_LIMIT };
   }
   const encoding = facts.encoding;
   if (encoding !== '' && encoding.toLowerCase() !== 'identity') {

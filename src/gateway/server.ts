@@ -36,6 +36,7 @@ import { Cors } from './cors.js';
 import type { ApiKind } from '../openai/validate.js';
 import { API_ALIAS_PATHS, API_PATHS } from '../openai/validate.js';
 import { addressMatcher } from '../common/ip.js';
+import { maxBodyOf } from './request-checks.js';
 import { recordFrontAnswer } from './record.js';
 import { parseTraceparent } from '../observability/trace.js';
 import { randomUUID } from 'node:crypto';
@@ -372,9 +373,10 @@ export class Gateway implements GatewayContext {
   }
 
   private clientRoutes(front: Front): void {
-    const maxBody = this.config.limits.max_body_bytes;
+    const limits = this.config.limits;
+    const maxBody = limits.max_body_bytes;
     for (const kind of Object.keys(API_PATHS) as ApiKind[]) {
-      front.post(API_PATHS[kind], maxBody, (client, req) => new Exchange(this.genCtx, client, req, kind));
+      front.post(API_PATHS[kind], maxBodyOf(limits, kind), (client, req) => new Exchange(this.genCtx, client, req, kind));
     }
     // vLLM's other paths for an API (/rerank, /v2/rerank, /score), sent on to the API's path
     for (const [path, kind] of Object.entries(API_ALIAS_PATHS)) {

@@ -79,6 +79,10 @@ export function vllmProblem(p: BodyProblem, body: Record<string, unknown>): Refu
       return { status: 400, message: 'documents: Input should be a valid list', param: 'documents' };
     case 'missing_pair':
       return { status: 400, message: 'text_1, text_2: Field required', param: 'text_1' };
+    case 'missing_file':
+      return { status: 400, message: 'file: Field required (an uploaded file)', param: 'file' };
+    case 'duplicate':
+      return { status: 400, message: `${p.param}: Input should be a single value, got several`, param: p.param };
     case 'not_integer': {
       const value = body[p.param];
       // an integer below the least value: the mock's own wording of the same limits below

@@ -2,12 +2,12 @@
  * The mock's answers to the APIs besides completions, as vLLM's OpenAI server gives them: embeddings
  * (`/v1/embeddings`), reranking and scoring (`/v1/rerank`, `/v1/score`: a cross-encoder's ratings, here
  * from the embeddings), classifying and pooling (`/classify`, `/pooling`), tokenizing (`/tokenize`, `/detokenize`) and a minimal Responses API
- * (`/v1/responses`). Each is answered at once, without the engine (no queueing or batching is modelled
+ * (`/v1/responses`), and speech to text (`/v1/audio/transcriptions`, `/translations`). Each is answered at once, without the engine (no queueing or batching is modelled
  * for them). Everything is deterministic: the same request gets the same answer. Pure.
  */
 import { tokenize, VOCAB_SIZE } from '../engine/index.js';
 import { promptBodyOf, renderPrompt } from '../openai/prompt.js';
-import { bodyProblem, embeddingInputProblem, type ApiKind } from '../openai/validate.js';
+import { audioFormProblem, bodyProblem, embeddingInputProblem, formBoolean, type ApiKind, type AudioKind, type FormValue } from '../openai/validate.js';
 import { vllmProblem, type Refusal, type ServedModel } from './admission.js';
 import type { ResponseStore } from './response-store.js';
 import { naturalLength, requestKey, TOKEN_TEXT, tokenWord } from './text.js';
@@ -460,4 +460,89 @@ export function cancelAnswer(id: string, store: ResponseStore): ApiAnswer {
   r.pending = undefined;
   r.response = { ...r.response, status: 'cancelled' };
   return { status: 200, body: JSON.stringify(r.response) };
+}
+
+// ---------------------------------------------------------------- speech to text
+
+/** Bytes of audio a second, as the mock reckons an upload's length: 16 kHz 16-bit mono PCM, Whisper's input. */
+export const AUDIO_BYTES_PER_S = 32_000;
+/** Encoder positions a second of audio (Whisper: 1,500 for 30 s), counted as a stream's prompt tokens. */
+const AUDIO_TOKENS_PER_S = 50;
+const AUDIO_FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'];
+
+/** An audio request's form: its fields (a file as its name and size) and the audio file's bytes. */
+export interface AudioRequest {
+  fields: ReadonlyMap<string, readonly FormValue[]>;
+  audio: Uint8Array;
+}
+
+/** "00:00:07,000" (SubRip) or "00:00:07.000" (WebVTT). */
+function clock(seconds: number, sep: ',' | '.'): string {
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${two(Math.floor(seconds / 3600))}:${two(Math.floor(seconds / 60) % 60)}:${two(seconds % 60)}${sep}000`;
+}
+
+/**
+ * A transcription or translation, as vLLM's speech-to-text server answers one: the audio's length reckoned
+ * from its size (AUDIO_BYTES_PER_S, one second at least), about 2.5 words a second chosen by a hash of the
+ * audio, in the asked `response_format` (json with usage in audio seconds, text, srt, vtt, verbose_json
+ * with one segment), or with `stream` as chunks of one word each (`transcription.chunk` /
+ * `translation.chunk`), a usage chunk when `stream_include_usage`, and `[DONE]`.
+ */
+export function audioAnswer(kind: AudioKind, req: AudioRequest, served: ServedModel, id: string): ApiAnswer {
+  const one = (name: string) => {
+    const v = req.fields.get(name)?.[0];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const problem = audioFormProblem(req.fields);
+  if (problem) {
+    const r = vllmProblem(problem, {});
+    return { status: r.status, refusal: r };
+  }
+  const modelField = req.fields.get('model')?.[0];
+  if (modelField !== undefined && typeof modelField !== 'string') return refuse('model: Input should be a valid string', 'model');
+  const model = modelField === undefined || modelField === '' ? served.model : modelField;
+  if (model !== served.model && !served.loras.includes(model)) return refuse(`The model \`${model}\` does not exist.`, 'model', 404);
+  const format = one('response_format') ?? 'json';
+  if (!AUDIO_FORMATS.includes(format)) return refuse("response_format: Input should be 'json', 'text', 'srt', 'verbose_json' or 'vtt'", 'response_format');
+  const stream = formBoolean(one('stream') ?? 'false') === true;
+  const includeUsage = formBoolean(one('stream_include_usage') ?? 'false') === true;
+  if (includeUsage && !stream) return refuse('Stream options can only be defined when `stream=True`.', 'stream_include_usage');
+
+  const seconds = Math.max(1, Math.ceil(req.audio.length / AUDIO_BYTES_PER_S));
+  const key = requestKey(served.seed, model, req.audio.subarray(0, 65_536), req.audio.length + (kind === 'translations' ? 1 : 0));
+  const words: string[] = [];
+  for (let i = 0, n = Math.max(1, Math.round(seconds * 2.5)); i < n; i++) words.push(TOKEN_TEXT[tokenWord(key, i)]);
+  const text = words.join('');
+  if (stream) {
+    const object = kind === 'transcriptions' ? 'transcription.chunk' : 'translation.chunk';
+    const chunkId = `${kind === 'transcriptions' ? 'trsc' : 'trsl'}-${id}`;
+    const created = Math.floor(Date.now() / 1000);
+    const event = (choices: unknown[], usage?: unknown) =>
+      `data: ${JSON.stringify({ id: chunkId, object, created, model, choices, ...(usage !== undefined && { usage }) })}\n\n`;
+    let body = '';
+    words.forEach((w, i) => {
+      body += event([{ delta: { content: w }, finish_reason: i === words.length - 1 ? 'stop' : null, stop_reason: null }]);
+    });
+    if (includeUsage) {
+      const prompt = seconds * AUDIO_TOKENS_PER_S;
+      body += event([], { prompt_tokens: prompt, completion_tokens: words.length, total_tokens: prompt + words.length });
+    }
+    return { status: 200, body: body + 'data: [DONE]\n\n', contentType: 'text/event-stream' };
+  }
+  const trimmed = text.trimStart();
+  switch (format) {
+    case 'text':
+      return { status: 200, body: trimmed, contentType: 'text/plain; charset=utf-8' };
+    case 'srt':
+      return { status: 200, body: `1\n${clock(0, ',')} --> ${clock(seconds, ',')}\n${trimmed}\n\n`, contentType: 'text/plain; charset=utf-8' };
+    case 'vtt':
+      return { status: 200, body: `WEBVTT\n\n${clock(0, '.')} --> ${clock(seconds, '.')}\n${trimmed}\n\n`, contentType: 'text/plain; charset=utf-8' };
+    case 'verbose_json': {
+      const segment = { id: 0, seek: 0, start: 0, end: seconds, text, tokens: words.map((_, i) => tokenWord(key, i)), temperature: 0, avg_logprob: -0.25, compression_ratio: 1.2, no_speech_prob: 0.01 };
+      return { status: 200, body: JSON.stringify({ duration: String(seconds), language: one('language') ?? 'en', text, segments: [segment], words: null }) };
+    }
+    default:
+      return { status: 200, body: JSON.stringify({ text, usage: { type: 'duration', seconds } }) };
+  }
 }

@@ -11,7 +11,8 @@ import { loadUws } from '../common/uws.js';
 import { listenExclusive } from '../common/listen.js';
 import { Engine, type EngineEvent, type EngineSnapshot } from '../engine/index.js';
 import { admit, type ServedModel } from './admission.js';
-import { cancelAnswer, classifyAnswer, detokenizeAnswer, embeddingsAnswer, poolingAnswer, rerankAnswer, responsesAnswer, retrieveAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from './apis.js';
+import { audioAnswer, cancelAnswer, classifyAnswer, detokenizeAnswer, embeddingsAnswer, poolingAnswer, rerankAnswer, responsesAnswer, retrieveAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer, type AudioRequest } from './apis.js';
+import type { AudioKind, FormValue } from '../openai/validate.js';
 import { RealTimeDriver } from './driver.js';
 import { Faults } from './faults.js';
 import { modelsBody } from './models.js';
@@ -37,6 +38,30 @@ function hostPort(host: string, port: number): string {
 type Res = uWS.HttpResponse;
 
 const textDecoder = new TextDecoder();
+
+/** A multipart form's fields and its `file`'s bytes, or null when the body is not a form. */
+async function readForm(raw: Buffer, contentType: string): Promise<AudioRequest | null> {
+  let form: FormData;
+  try {
+    form = await new Response(new Uint8Array(raw.buffer as ArrayBuffer, raw.byteOffset, raw.byteLength), { headers: { 'content-type': contentType } }).formData();
+  } catch {
+    return null;
+  }
+  const fields = new Map<string, FormValue[]>();
+  let audio: Uint8Array = new Uint8Array(0);
+  for (const [name, value] of form) {
+    let v: FormValue;
+    if (typeof value === 'string') v = value;
+    else {
+      v = { filename: value.name, size: value.size };
+      if (name === 'file' && !fields.has('file')) audio = new Uint8Array(await value.arrayBuffer());
+    }
+    const list = fields.get(name);
+    if (list === undefined) fields.set(name, [v]);
+    else list.push(v);
+  }
+  return { fields, audio };
+}
 
 function errorBody(message: string, type: string, code: number, param: string | null = null): string {
   return JSON.stringify({ error: { message, type, param, code } });
@@ -232,6 +257,13 @@ export class MockServer {
       const id = pathSegment(req.getParameter(0) ?? '');
       this.answerWhole(res, () => cancelAnswer(id, this.responses));
     });
+    for (const kind of ['transcriptions', 'translations'] as const) {
+      const path = `/v1/audio/${kind}`;
+      app.post(path, (res, req) => {
+        this.noteRequest(req, path);
+        this.answerForm(res, kind, req.getHeader('content-type'));
+      });
+    }
     app.post('/tokenize', (res, req) => {
       this.noteRequest(req, '/tokenize');
       this.answerWhole(res, (text) => tokenizeAnswer(text, this.served()));
@@ -261,6 +293,60 @@ export class MockServer {
     const header = (name: string) => req.getHeader(name) || undefined;
     if (this.seen.length >= SEEN_KEPT) this.seen.shift();
     this.seen.push({ path, x_request_id: header('x-request-id'), traceparent: header('traceparent'), tracestate: header('tracestate') });
+  }
+
+  /**
+   * A speech-to-text request: its multipart body read (with the runtime's fetch form parser, as a
+   * Starlette server reads one), then answered as audioAnswer says; the faults apply as to the others.
+   */
+  private answerForm(res: Res, kind: AudioKind, contentType: string): void {
+    const state = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    const fault = this.faults.pick();
+    if (fault === 'refuse' || fault === 'cut') {
+      state.aborted = true;
+      res.close();
+      return;
+    }
+    this.readBytes(res, state, (raw) => {
+      if (fault === '500') return this.sendError(res, 500, 'mock: injected failure');
+      readForm(raw, contentType).then(
+        (form) => {
+          if (state.aborted) return;
+          if (form === null) return this.sendError(res, 400, 'There was an error parsing the body');
+          const a = audioAnswer(kind, form, this.served(), this.newId());
+          if (a.status === 200) this.send(res, 200, a.body, a.contentType);
+          else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
+        },
+        (err: unknown) => {
+          if (!state.aborted) this.sendError(res, 500, `mock: ${(err as Error).message}`);
+        },
+      );
+    });
+  }
+
+  /** Read a whole body as bytes, then call `done` (not called if aborted or too large). */
+  private readBytes(res: Res, state: { aborted: boolean }, done: (body: Buffer) => void): void {
+    let parts: Buffer[] = [];
+    let size = 0;
+    res.onData((chunk, isLast) => {
+      if (state.aborted || size < 0) return;
+      size += chunk.byteLength;
+      if (size > this.maxBody) {
+        size = -1;
+        this.sendError(res, 413, `Request body too large (limit ${this.maxBody} bytes)`);
+        state.aborted = true;
+        return;
+      }
+      parts.push(Buffer.from(new Uint8Array(chunk))); // (a copy: uWS reuses the chunk)
+      if (isLast) {
+        const whole = Buffer.concat(parts);
+        parts = [];
+        done(whole);
+      }
+    });
   }
 
   /** Read a whole body, then call `done` (not called if aborted or too large). */

@@ -16,6 +16,7 @@ export const ERROR_CODES = {
   invalid_field: { status: 400, type: 'invalid_request_error' },
   invalid_header: { status: 400, type: 'invalid_request_error' },
   invalid_framing: { status: 400, type: 'invalid_request_error' },
+  invalid_multipart: { status: 400, type: 'invalid_request_error' },
   missing_token: { status: 401, type: 'invalid_request_error' },
   invalid_token: { status: 401, type: 'invalid_request_error' },
   model_not_allowed: { status: 403, type: 'invalid_request_error' },
@@ -25,6 +26,7 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   request_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_content_encoding: { status: 415, type: 'invalid_request_error' },
+  unsupported_content_type: { status: 415, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   pool_saturated: { status: 429, type: 'rate_limit_error' },
@@ -128,6 +130,13 @@ export const errors = {
       `Request bodies with Content-Encoding "${truncate(encoding, 50)}" are not accepted; send the JSON uncompressed.`,
       { rejectReason: 'invalid' },
     ),
+  /** An audio API's body not sent as a form. */
+  notMultipart: (path: string) =>
+    make('unsupported_content_type', `${truncate(path, 100)} takes a multipart/form-data body (Content-Type: multipart/form-data; boundary=...).`, {
+      rejectReason: 'invalid',
+    }),
+  invalidMultipart: (detail: string) =>
+    make('invalid_multipart', `The request body is not a valid multipart/form-data form: ${detail}.`, { rejectReason: 'invalid' }),
   saturated: (pool: string, retryAfterS: number) =>
     make('pool_saturated', `Every server of pool "${pool}" is saturated; retry after ${retryAfterS} s.`, {
       retryAfterS,

@@ -19,7 +19,8 @@ import type { ApiKind } from './validate.js';
  * `instructions` and `input` as chat messages (a string input as one user message); detokenize's
  * `tokens` as a prompt of token ids (its length only sizes the request); a rerank or score request's two
  * sides as one prompt list (see pairExtraChars); a classify or pooling request's `input` as embeddings'
- * (or its `messages` as chat's).
+ * (or its `messages` as chat's); an audio request's text `prompt` (its audio is not text: see the gateway's
+ * audio-form.ts).
  */
 export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Record<string, unknown> {
   switch (kind) {
@@ -52,6 +53,9 @@ export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Reco
       else if (Array.isArray(body.input)) for (const item of body.input as unknown[]) messages.push(item); // (no spread: a huge list)
       return { messages };
     }
+    case 'transcriptions':
+    case 'translations':
+      return { prompt: typeof body.prompt === 'string' ? body.prompt : '' };
   }
 }
 

@@ -8,9 +8,19 @@
  * The APIs the gateway routes by model: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
  * `/v1/responses`, and vLLM's `/tokenize`, `/detokenize`, `/v1/rerank` and `/v1/score` (a reranker's
  * or cross-encoder's: SGLang serves these two as well), `/classify` and `/pooling` (a classifier's or
- * reward model's, and any pooling model's raw output).
+ * reward model's, and any pooling model's raw output), and the audio APIs `/v1/audio/transcriptions` and
+ * `/v1/audio/translations` (a speech-to-text model's: their bodies are multipart forms, see audioFormProblem).
  */
-export type ApiKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize' | 'rerank' | 'score' | 'classify' | 'pooling';
+export type ApiKind =
+  | 'chat' | 'completions' | 'embeddings' | 'responses' | 'tokenize' | 'detokenize' | 'rerank' | 'score' | 'classify' | 'pooling'
+  | AudioKind;
+
+/** The APIs whose bodies are multipart forms (an audio file and its fields), not JSON. */
+export type AudioKind = 'transcriptions' | 'translations';
+
+export function isAudioKind(kind: ApiKind): kind is AudioKind {
+  return kind === 'transcriptions' || kind === 'translations';
+}
 
 /** The path each kind is served at (by the gateway and by the model server alike). */
 export const API_PATHS: Readonly<Record<ApiKind, string>> = {
@@ -24,6 +34,8 @@ export const API_PATHS: Readonly<Record<ApiKind, string>> = {
   score: '/v1/score',
   classify: '/classify',
   pooling: '/pooling',
+  transcriptions: '/v1/audio/transcriptions',
+  translations: '/v1/audio/translations',
 };
 
 /**
@@ -65,6 +77,8 @@ export type BodyProblem =
   | { param: 'query'; issue: 'missing' }
   | { param: 'documents'; issue: 'bad_documents' }
   | { param: 'text_1'; issue: 'missing_pair' }
+  | { param: 'file'; issue: 'missing_file' }
+  | { param: 'model' | 'stream' | 'file'; issue: 'duplicate' }
   | { param: IntegerField; issue: 'not_integer'; min: number };
 
 /** A field that is there: JSON's null counts as absent, as OpenAI's and vLLM's servers read it. */
@@ -180,7 +194,45 @@ function kindProblem(kind: ApiKind, body: Record<string, unknown>): BodyProblem 
     case 'pooling':
       if (given(body.input)) return null;
       return given(body.messages) ? messagesProblem(body.messages) : { param: 'input', issue: 'missing' };
+    case 'transcriptions':
+    case 'translations':
+      return null; // (their bodies are forms: audioFormProblem)
   }
+}
+
+/** A multipart form's value: a text field, or a file part (its name and size). */
+export type FormValue = string | { filename: string; size: number };
+
+/**
+ * A form field as pydantic reads a boolean (vLLM's form models): true, false, or undefined when the text
+ * is not one of its words.
+ */
+export function formBoolean(v: string): boolean | undefined {
+  const s = v.trim().toLowerCase();
+  if (s === 'true' || s === '1' || s === 'yes' || s === 'on' || s === 't' || s === 'y') return true;
+  if (s === 'false' || s === '0' || s === 'no' || s === 'off' || s === 'f' || s === 'n') return false;
+  return undefined;
+}
+
+/**
+ * The first structural problem of an audio API's form (each field name with its values in order), or
+ * null: exactly one `file`, a file part; at most one `model` and one `stream` (the gateway and the server
+ * must read the same), `stream` a boolean as pydantic reads one. Whether `model` must be there is the
+ * front's to say (vLLM then takes its served model; the gateway routes by it).
+ */
+export function audioFormProblem(fields: ReadonlyMap<string, readonly FormValue[]>): BodyProblem | null {
+  const files = fields.get('file');
+  if (files === undefined) return { param: 'file', issue: 'missing_file' };
+  if (files.length > 1) return { param: 'file', issue: 'duplicate' };
+  if (typeof files[0] === 'string') return { param: 'file', issue: 'missing_file' };
+  const models = fields.get('model');
+  if (models !== undefined && models.length > 1) return { param: 'model', issue: 'duplicate' };
+  const streams = fields.get('stream');
+  if (streams !== undefined) {
+    if (streams.length > 1) return { param: 'stream', issue: 'duplicate' };
+    if (typeof streams[0] !== 'string' || formBoolean(streams[0]) === undefined) return { param: 'stream', issue: 'not_boolean' };
+  }
+  return null;
 }
 
 /** A problem in the words of OpenAI's API (the gateway's answers). */
@@ -209,6 +261,10 @@ export function problemMessage(p: BodyProblem): string {
       return 'The "documents" field is required and must be an array.';
     case 'missing_pair':
       return 'Give the texts to score as "text_1" and "text_2".';
+    case 'missing_file':
+      return 'The "file" field is required and must be a file (a form part with a filename).';
+    case 'duplicate':
+      return `The "${p.param}" field appears more than once.`;
     case 'not_integer':
       return p.min > 0 ? `The "${p.param}" field must be a positive integer.` : `The "${p.param}" field must be a non-negative integer.`;
   }

@@ -28,6 +28,8 @@ t.test('a wrong method on a known client path: 405 method_not_allowed, with Allo
     ['GET', '/score', 'POST, OPTIONS'],
     ['GET', '/classify', 'POST, OPTIONS'],
     ['DELETE', '/pooling', 'POST, OPTIONS'],
+    ['GET', '/v1/audio/transcriptions', 'POST, OPTIONS'],
+    ['PUT', '/v1/audio/translations', 'POST, OPTIONS'],
     ['POST', '/v1/models', 'GET, HEAD, OPTIONS'],
     ['DELETE', '/v1/models/org%2Ftest-model', 'GET, HEAD, OPTIONS'],
     ['PATCH', '/v1/models/anything/at/all', 'GET, HEAD, OPTIONS'],

@@ -81,6 +81,24 @@ const body = fc.oneof(
   { weight: 1, arbitrary: fc.constant(Buffer.alloc(0)) },
 );
 
+/** The audio APIs' forms: parts named as they are read (or otherwise), file parts, odd part headers, any bytes, a missing or broken end. */
+const BOUNDARY = 'fuzzB0undary';
+const formPart = fc.record({
+  name: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('model', 'file', 'stream', 'response_format', 'language') }, { weight: 1, arbitrary: printable }),
+  filename: fc.option(fc.constantFrom('a.wav', 'x"y.wav', ''), { nil: undefined }),
+  value: fc.oneof(fc.constantFrom('test-model', 'alias', 'nope', 'true', 'false', 'maybe', 'json', 'text', 'srt'), printable, fc.uint8Array({ maxLength: 300 }).map((a) => Buffer.from(a).toString('latin1'))),
+  noise: fc.oneof({ weight: 5, arbitrary: fc.constant('') }, { weight: 1, arbitrary: fc.constantFrom('Content-Type: audio/wav\r\n', 'Content-Transfer-Encoding: base64\r\n', 'garbage\r\n', 'Content-Disposition: form-data; name="model"\r\n') }),
+});
+const formBody = fc.record({ parts: fc.array(formPart, { maxLength: 5 }), end: fc.constantFrom('close', 'close', 'none', 'junk') }).map(({ parts, end }) => {
+  let s = '';
+  for (const p of parts) s += `--${BOUNDARY}\r\nContent-Disposition: form-data; name="${p.name}"${p.filename !== undefined ? `; filename="${p.filename}"` : ''}\r\n${p.noise}\r\n${p.value}\r\n`;
+  if (end === 'close') s += `--${BOUNDARY}--\r\n`;
+  else if (end === 'junk') s += `--${BOUNDARY}-x`;
+  return Buffer.from(s, 'latin1');
+});
+const FORM_TYPE = `Content-Type: multipart/form-data; boundary=${BOUNDARY}`;
+const AUDIO_PATHS = ['/v1/audio/transcriptions', '/v1/audio/translations'] as const;
+
 /**
  * A header line the uWS front answers: a name of letters, digits and `-` only (other token characters
  * such as `_`, `.`, `!`, `~` get no answer), an empty name included, and no control byte but tab.
@@ -113,6 +131,25 @@ const validRequest = fc.record({
   fin: fc.constant(false),
 });
 
+/** A valid audio request: a form with the model, a file and a format. The gateway must serve it (200, whole). */
+const validForm = fc.record({
+  valid: fc.constant(true),
+  method: fc.constant('POST'),
+  path: fc.constantFrom(...AUDIO_PATHS),
+  headers: fc.constant([FORM_TYPE]),
+  framing: fc.constantFrom<Framing>('exact', 'chunked'),
+  chunk: fc.integer({ min: 1, max: 64 }),
+  body: fc.record({ model: fc.constantFrom('test-model', 'alias'), audio: fc.uint8Array({ minLength: 1, maxLength: 400 }), format: fc.constantFrom('json', 'text', 'vtt', 'verbose_json'), stream: fc.boolean() }).map(
+    ({ model, audio, format, stream }) =>
+      Buffer.concat([
+        Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="model"\r\n\r\n${model}\r\n--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`),
+        Buffer.from(audio),
+        Buffer.from(`\r\n--${BOUNDARY}\r\nContent-Disposition: form-data; name="${stream ? 'stream' : 'response_format'}"\r\n\r\n${stream ? 'true' : format}\r\n--${BOUNDARY}--\r\n`),
+      ]),
+  ),
+  fin: fc.constant(false),
+});
+
 type Framing = 'exact' | 'short' | 'long' | 'chunked' | 'chunked-unfinished' | 'cl+chunked' | 'two-cl' | 'none';
 const anyRequest = fc.record({
   valid: fc.constant(false),
@@ -130,8 +167,19 @@ const anyRequest = fc.record({
   /** the client half-closes after sending (a client done writing; uWS then closes without answering) */
   fin: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
 });
-const request_ = fc.oneof({ weight: 1, arbitrary: validRequest }, { weight: 3, arbitrary: anyRequest }).map((r) =>
-  r.valid ? { ...r, path: r.body.includes('"messages"') ? '/v1/chat/completions' : '/v1/completions' } : r,
+/** An audio API's request: mostly a generated form with its Content-Type, sometimes other headers or bodies. */
+const formRequest = fc.record({
+  valid: fc.constant(false),
+  method: fc.constant('POST'),
+  path: fc.constantFrom(...AUDIO_PATHS),
+  headers: fc.oneof({ weight: 4, arbitrary: fc.constant([FORM_TYPE]) }, { weight: 1, arbitrary: fc.array(headerLine, { maxLength: 3 }) }),
+  framing: fc.oneof({ weight: 5, arbitrary: fc.constant<Framing>('exact') }, { weight: 2, arbitrary: fc.constantFrom<Framing>('short', 'long', 'chunked', 'chunked-unfinished', 'none') }),
+  chunk: fc.integer({ min: 1, max: 64 }),
+  body: fc.oneof({ weight: 4, arbitrary: formBody }, { weight: 1, arbitrary: body }),
+  fin: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+});
+const request_ = fc.oneof({ weight: 4, arbitrary: validRequest }, { weight: 12, arbitrary: anyRequest }, { weight: 1, arbitrary: validForm }, { weight: 2, arbitrary: formRequest }).map((r) =>
+  r.valid && r.path === '' ? { ...r, path: r.body.includes('"messages"') ? '/v1/chat/completions' : '/v1/completions' } : r,
 );
 type Req = typeof request_ extends fc.Arbitrary<infer R> ? R : never;
 
@@ -238,7 +286,7 @@ t.test(`generated requests on raw sockets (FUZZ_SEED=${SEED}, ${RUNS} runs)`, as
         const w = wire(r);
         const res = await rawExchange({ host, port, parts: [w.bytes], endAfterSend: w.fin, deadlineMs: DEADLINE_MS, head: r.method === 'HEAD' });
         const answer = finalAnswer(res.responses);
-        const k = answer ? String(answer.status) : 'close';
+        const k = (r.path.startsWith('/v1/audio/') ? 'audio ' : '') + (answer ? String(answer.status) : 'close');
         seen.set(k, (seen.get(k) ?? 0) + 1);
         const p = problem(r, res);
         if (p) throw new Error(`${p}\n  request: ${describe(r)}`);
@@ -253,6 +301,7 @@ t.test(`generated requests on raw sockets (FUZZ_SEED=${SEED}, ${RUNS} runs)`, as
   t.comment(`answers: ${JSON.stringify(Object.fromEntries([...seen].sort()))}`);
   t.ok((seen.get('200') ?? 0) > 0, 'some generated requests were valid and served');
   t.ok([...seen.keys()].some((k) => k.startsWith('4')), 'some were refused with a 4xx');
+  t.ok((seen.get('audio 200') ?? 0) > 0 && [...seen.keys()].some((k) => k.startsWith('audio 4')), 'audio forms too: some served, some refused');
 
   await until(async () => (await inFlight()) === 0, 15_000, 'nothing in flight on the gateway or any mock');
   t.pass('nothing left in flight on the gateway or on any mock');

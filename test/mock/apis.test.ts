@@ -1,7 +1,7 @@
-// The mock's embeddings, rerank/score, classify/pooling, tokenize/detokenize and Responses answers (src/mock/apis.ts), as pure functions:
+// The mock's embeddings, rerank/score, classify/pooling, tokenize/detokenize, Responses and speech-to-text answers (src/mock/apis.ts), as pure functions:
 // vLLM's shapes, determinism, base64 as float32 little-endian, and the refusals.
 import t from 'tap';
-import { base64Floats, classifyAnswer, CLASS_LABELS, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, poolingAnswer, rerankAnswer, responsesAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
+import { AUDIO_BYTES_PER_S, audioAnswer, base64Floats, classifyAnswer, CLASS_LABELS, detokenizeAnswer, EMBEDDING_DIM, embeddingsAnswer, embedVector, poolingAnswer, rerankAnswer, responsesAnswer, scoreAnswer, tokenizeAnswer, type ApiAnswer } from '../../src/mock/apis.js';
 import type { ServedModel } from '../../src/mock/admission.js';
 
 const served: ServedModel = { model: 'm', loras: ['lora-a'], seed: 1, maxModelLen: 64, kvCapacityTokens: 10_000 };
@@ -143,4 +143,38 @@ t.test('responses: one message, max_output_tokens words, the stream ends with th
   t.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join(''), text, 'a string input and the same message as a list: the same answer');
   t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'hi', previous_response_id: 'resp_1' }), served, 'r3').status, 404, 'no store: every previous_response_id is unknown');
   t.equal(responsesAnswer(JSON.stringify({ model: 'm', input: 'x'.repeat(400) }), served, 'r4').status, 400, 'past the context length');
+});
+
+t.test('speech to text: the length from the audio\'s size, the asked format, a stream of chunks, and the refusals', async (t) => {
+  const audio = new Uint8Array(AUDIO_BYTES_PER_S * 4).map((_, i) => (i * 31) & 0xff);
+  const req = (fields: Record<string, string>, file = audio) =>
+    ({ fields: new Map<string, Array<string | { filename: string; size: number }>>([...Object.entries(fields).map(([k, v]) => [k, [v]] as [string, string[]]), ['file', [{ filename: 'a.wav', size: file.length }]]]), audio: file });
+  const j = ok(audioAnswer('transcriptions', req({ model: 'm' }), served, '1'));
+  t.same(j.usage, { type: 'duration', seconds: 4 });
+  t.equal(j.text.trim().split(' ').length, 10, 'about 2.5 words a second');
+  t.equal(ok(audioAnswer('transcriptions', req({}), served, '2')).text, j.text, 'no model: the served one; the same audio, the same words');
+  t.not(ok(audioAnswer('translations', req({ model: 'm' }), served, '3')).text, j.text, 'a translation is worded otherwise');
+  const text = audioAnswer('transcriptions', req({ response_format: 'text' }), served, '4');
+  t.match(text, { status: 200, contentType: /^text\/plain/, body: j.text.trimStart() });
+  t.match(audioAnswer('transcriptions', req({ response_format: 'vtt' }), served, '5'), { body: /^WEBVTT\n\n00:00:00\.000 --> 00:00:04\.000\n/ });
+  const verbose = ok(audioAnswer('translations', req({ response_format: 'verbose_json', language: 'de' }), served, '6'));
+  t.match(verbose, { duration: '4', language: 'de', segments: [{ id: 0, start: 0, end: 4 }] });
+  const s = audioAnswer('transcriptions', req({ model: 'lora-a', stream: 'true', stream_include_usage: 'true' }), served, '7');
+  if (s.status !== 200) throw new Error('refused');
+  t.equal(s.contentType, 'text/event-stream');
+  const events = s.body.split('\n\n').filter(Boolean);
+  t.equal(events.at(-1), 'data: [DONE]');
+  const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)) as { object: string; model: string; choices: Array<{ delta: { content: string }; finish_reason: string | null }>; usage?: { prompt_tokens: number; completion_tokens: number } });
+  t.ok(chunks.every((c) => c.object === 'transcription.chunk' && c.model === 'lora-a'));
+  const usage = chunks.at(-1)!.usage!;
+  t.same(usage, { prompt_tokens: 200, completion_tokens: chunks.length - 1, total_tokens: 200 + chunks.length - 1 }, 'the usage chunk last: 50 encoder positions a second');
+  t.equal(chunks.at(-2)!.choices[0].finish_reason, 'stop');
+  const refusals: Array<[Record<string, string>, number, string]> = [
+    [{ model: 'other' }, 404, 'model'],
+    [{ response_format: 'mp3' }, 400, 'response_format'],
+    [{ stream_include_usage: 'true' }, 400, 'stream_include_usage'],
+    [{ stream: 'perhaps' }, 400, 'stream'],
+  ];
+  for (const [fields, status, param] of refusals) t.match(audioAnswer('transcriptions', req(fields), served, 'x'), { status, refusal: { param } }, JSON.stringify(fields));
+  t.match(audioAnswer('transcriptions', { fields: new Map([['model', ['m']]]), audio }, served, 'x'), { status: 400, refusal: { param: 'file' } }, 'no file');
 });

@@ -1,6 +1,6 @@
 // The request structure that the gateway and the mock both rely on (src/openai/validate.ts).
 import t from 'tap';
-import { bodyProblem, problemMessage } from '../../src/openai/validate.js';
+import { audioFormProblem, bodyProblem, formBoolean, problemMessage, type FormValue } from '../../src/openai/validate.js';
 
 const msgs = [{ role: 'user', content: 'hi' }];
 
@@ -131,4 +131,27 @@ t.test('classify and pooling: an input, or else chat messages', async (t) => {
     t.same(bodyProblem(kind, { messages: [] }), { param: 'messages', issue: 'missing' });
     t.same(bodyProblem(kind, { messages: [{ content: 'x' }] }), { param: 'messages', issue: 'bad_message' });
   }
+});
+
+t.test('an audio form: one file part, at most one model and one stream, stream a boolean as pydantic reads one', async (t) => {
+  const file: FormValue = { filename: 'a.wav', size: 10 };
+  const form = (o: Record<string, FormValue[]>) => new Map(Object.entries(o));
+  t.equal(audioFormProblem(form({ file: [file], model: ['m'] })), null);
+  t.equal(audioFormProblem(form({ file: [file] })), null, 'no model: the front decides (the gateway needs one, vLLM takes its own)');
+  t.equal(audioFormProblem(form({ file: [file], model: ['m'], stream: ['True'], language: ['en', 'de'] })), null, 'a field the gateway does not read may repeat');
+  const bad: Array<[Record<string, FormValue[]>, unknown]> = [
+    [{ model: ['m'] }, { param: 'file', issue: 'missing_file' }],
+    [{ file: ['bytes as text'] }, { param: 'file', issue: 'missing_file' }],
+    [{ file: [file, file] }, { param: 'file', issue: 'duplicate' }],
+    [{ file: [file], model: ['a', 'b'] }, { param: 'model', issue: 'duplicate' }],
+    [{ file: [file], stream: ['true', 'false'] }, { param: 'stream', issue: 'duplicate' }],
+    [{ file: [file], stream: ['maybe'] }, { param: 'stream', issue: 'not_boolean' }],
+    [{ file: [file], stream: [file] }, { param: 'stream', issue: 'not_boolean' }],
+  ];
+  for (const [o, want] of bad) t.same(audioFormProblem(form(o)), want, JSON.stringify(o));
+  t.match(problemMessage({ param: 'file', issue: 'missing_file' }), /"file" field is required/);
+  t.match(problemMessage({ param: 'model', issue: 'duplicate' }), /"model" field appears more than once/);
+  for (const s of ['true', 'True', ' 1 ', 'yes', 'on', 't', 'Y']) t.equal(formBoolean(s), true, s);
+  for (const s of ['false', 'FALSE', '0', 'no', 'off', 'f', 'n']) t.equal(formBoolean(s), false, s);
+  for (const s of ['', 'maybe', '2', 'truthy']) t.equal(formBoolean(s), undefined, JSON.stringify(s));
 });
