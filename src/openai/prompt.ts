@@ -11,6 +11,52 @@
  * the mock server's tokenizer and the benchmarks.
  */
 import { jsonLength, stringifyJson } from './json.js';
+import { CHARS_PER_TOKEN } from './tokens.js';
+
+/**
+ * What one image, audio clip, video or file in a message weighs, in tokens: its real cost depends on the
+ * model and the media (a LLaVA-1.5 image is 576 tokens, a Gemma 3 one 256, a Qwen2-VL one 4 per 28×28
+ * pixels: about 1,200 for 1280×720; Whisper reads 1,500 for 30 s of audio). Its bytes, base64 in a data URL,
+ * are not text: a 1 MB image counted as characters would weigh 260k tokens.
+ */
+export const MEDIA_PART_TOKENS = 1024;
+const MEDIA_PART_CHARS = MEDIA_PART_TOKENS * CHARS_PER_TOKEN;
+
+/** The content part types that carry media rather than text (OpenAI's chat and Responses APIs, and vLLM's). */
+const MEDIA_TYPES: ReadonlySet<string> = new Set(['image_url', 'input_image', 'image', 'input_audio', 'audio_url', 'video_url', 'video', 'file', 'input_file']);
+
+/** A long string stood for by its length and 32 slices of 8 characters spread over it; a short one as it is. */
+function sampled(s: string): string {
+  if (s.length <= 256) return s;
+  let out = `${s.length}#`;
+  for (let i = 0; i < 32; i++) {
+    const at = Math.floor(((s.length - 8) * i) / 31);
+    out += s.slice(at, at + 8);
+  }
+  return out;
+}
+
+/**
+ * A media part's rendering: MEDIA_PART_CHARS characters (so it weighs MEDIA_PART_TOKENS in the one token
+ * estimate, and in the mock's tokenizer) that start with its type and a key of its strings (a URL, a file
+ * id, base64 data sampled), so that the same image renders alike and another one differently, as a model
+ * server's prefix cache tells them apart. Undefined for a part that is not media.
+ */
+export function mediaStandIn(part: unknown): string | undefined {
+  if (part === null || typeof part !== 'object' || Array.isArray(part)) return undefined;
+  const type = (part as { type?: unknown }).type;
+  if (typeof type !== 'string' || !MEDIA_TYPES.has(type)) return undefined;
+  let key = '';
+  for (const [k, v] of Object.entries(part)) {
+    if (k === 'type') continue;
+    if (typeof v === 'string') key += `${k}=${sampled(v)};`;
+    else if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      for (const [k2, v2] of Object.entries(v)) if (typeof v2 === 'string') key += `${k}.${k2}=${sampled(v2)};`;
+    }
+  }
+  const head = `<|${type}|${key}|>`;
+  return head.length >= MEDIA_PART_CHARS ? head.slice(0, MEDIA_PART_CHARS) : head.padEnd(MEDIA_PART_CHARS, '.');
+}
 import type { ApiKind } from './validate.js';
 
 /**
@@ -97,7 +143,7 @@ export function renderPrompt(body: Record<string, unknown>): string {
   return '';
 }
 
-/** OpenAI content is a string or a list of parts; text parts count, other parts by their JSON. */
+/** OpenAI content is a string or a list of parts; text parts count, media parts by their stand-in (mediaStandIn), other parts by their JSON. */
 function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
@@ -106,7 +152,7 @@ function contentText(content: unknown): string {
       if (part && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') {
         s += (part as { text: string }).text;
       } else {
-        s += stringifyJson(part);
+        s += mediaStandIn(part) ?? stringifyJson(part);
       }
     }
     return s;
@@ -143,7 +189,11 @@ export function renderPromptHead(body: Record<string, unknown>, maxChars: number
       if (Array.isArray(content)) {
         for (const part of content) {
           if (part && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') w.add((part as { text: string }).text);
-          else w.json(part);
+          else {
+            const media = mediaStandIn(part);
+            if (media !== undefined) w.add(media);
+            else w.json(part);
+          }
         }
       } else if (typeof content === 'string') w.add(content);
       else if (content !== undefined && content !== null) w.json(content);

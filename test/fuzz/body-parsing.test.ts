@@ -12,7 +12,16 @@ import { jsonLength, scanJson, stringifyJson } from '../../src/openai/json.js';
 const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
 const text = fc.string({ unit: fc.constantFrom('a', 'b', ' ', '\n', 'é', '中', '"', '\\', '\u2028', '😀'), maxLength: 40 });
 const tokenId = fc.oneof(fc.integer({ min: 0, max: 200_000 }), fc.integer(), fc.double(), fc.constant(-0));
-const part = fc.oneof(fc.record({ type: fc.constant('text'), text }), fc.record({ type: fc.constant('image_url'), image_url: fc.record({ url: text }) }), fc.jsonValue({ maxDepth: 3 }));
+const part = fc.oneof(
+  fc.record({ type: fc.constant('text'), text }),
+  fc.record({ type: fc.constant('image_url'), image_url: fc.record({ url: text }) }),
+  // the other media parts (OpenAI's and vLLM's), some with long data, some with odd values
+  fc.record(
+    { type: fc.constantFrom('input_image', 'input_audio', 'file', 'video_url', 'image'), image_url: fc.oneof(text, fc.string({ minLength: 200, maxLength: 600 })), input_audio: fc.record({ data: fc.string({ maxLength: 600 }), format: text }), file: fc.jsonValue({ maxDepth: 2 }) },
+    { requiredKeys: ['type'] },
+  ),
+  fc.jsonValue({ maxDepth: 3 }),
+);
 const message = fc.record(
   { role: fc.oneof(fc.constantFrom('system', 'user', 'assistant'), text, fc.integer()), content: fc.oneof(text, fc.array(part, { maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), fc.constant(null)) },
   { requiredKeys: [] },

@@ -1,8 +1,9 @@
-// What a rerank or score request weighs on the pick (src/openai/prompt.ts): both sides' texts, and the
-// side paired with each item of the other counted once per item, as a cross-encoder reads it.
+// What a request weighs on the pick (src/openai/prompt.ts): a rerank or score request's two sides' texts, the
+// side paired with each item of the other counted once per item (as a cross-encoder reads it); a media part as one.
 import t from 'tap';
 import { constants } from 'node:buffer';
-import { pairExtraChars, promptBodyOf, renderPromptHead } from '../../src/openai/prompt.js';
+import { MEDIA_PART_TOKENS, mediaStandIn, pairExtraChars, promptBodyOf, renderPromptHead } from '../../src/openai/prompt.js';
+import { CHARS_PER_TOKEN, tokensOfChars } from '../../src/openai/tokens.js';
 
 const chars = (kind: 'rerank' | 'score', body: Record<string, unknown>) =>
   renderPromptHead(promptBodyOf(kind, body), 1 << 20).chars + pairExtraChars(kind, body);
@@ -32,4 +33,31 @@ t.test('a huge request is measured, never built (no string of n × query)', asyn
   const n = chars('rerank', { query, documents });
   t.equal(n, 100_000 + 2 * 10_000 + 9_999 * 100_000);
   t.ok(n > constants.MAX_STRING_LENGTH, 'longer than any string V8 can hold (so it was counted, not built)');
+});
+
+t.test('a media part renders as a stand-in of MEDIA_PART_TOKENS tokens, keyed by what it holds', async (t) => {
+  const big = 'A'.repeat(500_000) + 'B'.repeat(500_000);
+  const other = 'A'.repeat(500_000) + 'C'.repeat(500_000);
+  const msg = (part: unknown) => ({ messages: [{ role: 'user', content: [part, { type: 'text', text: 'what is this?' }] }] });
+  const image = (url: string) => ({ type: 'image_url', image_url: { url } });
+  const a = renderPromptHead(msg(image(big)), 1 << 20);
+  t.equal(a.chars, renderPromptHead(msg(image('x')), 1 << 20).chars, 'a 1 MB image weighs as a small one');
+  t.equal(tokensOfChars(a.chars) - tokensOfChars(renderPromptHead({ messages: [{ role: 'user', content: 'what is this?' }] }, 1 << 20).chars), MEDIA_PART_TOKENS, 'its tokens');
+  t.equal(a.text, renderPromptHead(msg(image(big)), 1 << 20).text, 'the same image, the same text');
+  t.not(a.text, renderPromptHead(msg(image(other)), 1 << 20).text, 'another image of the same length differs');
+  t.not(a.text, renderPromptHead(msg(image('https://example.com/cat.png')), 1 << 20).text);
+  for (const part of [
+    { type: 'input_image', image_url: 'data:image/png;base64,AAAA', detail: 'auto' },
+    { type: 'input_audio', input_audio: { data: 'UklGR'.repeat(1000), format: 'wav' } },
+    { type: 'file', file: { file_data: 'JVBERi0'.repeat(1000), filename: 'a.pdf' } },
+    { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } },
+  ]) {
+    const s = mediaStandIn(part)!;
+    t.equal(s.length, MEDIA_PART_TOKENS * CHARS_PER_TOKEN, part.type);
+    t.ok(s.startsWith(`<|${part.type}|`), part.type);
+  }
+  t.equal(mediaStandIn({ type: 'text', text: 'x' }), undefined);
+  t.equal(mediaStandIn({ type: 'tool_result', content: 'x' }), undefined, 'an unknown part keeps its JSON');
+  const responses = renderPromptHead(promptBodyOf('responses', { input: [{ role: 'user', content: [{ type: 'input_image', image_url: big }, { type: 'input_text', text: 'hi' }] }] }), 1 << 20);
+  t.ok(responses.chars < 5000, `a Responses API input_image too (${responses.chars} characters)`);
 });

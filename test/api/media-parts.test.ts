@@ -1,0 +1,60 @@
+// Images in chat messages (a vision model behind the gateway), sent with the official openai SDK: a base64
+// image weighs as an image, not as its characters (a 512 KB data URL counted as text would be 130k tokens
+// and refused by a 20k tokens-per-minute quota); the same image asked about again goes to the pod that has
+// it cached, and the mock server counts it as a model server would.
+import t from 'tap';
+import OpenAI from 'openai';
+import { startGateway, gatewayConfig } from '../helpers/process.js';
+import { startMocks } from '../e2e/support.js';
+import { demoAuth, mint } from './support.js';
+
+const token = await mint(['--sub', 'vision-user', '--models', '*', '--ttl', '10m']);
+const mocks = await startMocks(2, ['--model', 'vlm', '--time-scale', '20', '--seed', '4']);
+t.teardown(() => mocks.kill());
+const gw = await startGateway(
+  gatewayConfig(mocks.endpoints, {
+    pool: { policy: 'scored' },
+    over: { auth: demoAuth(), models: [{ name: 'vlm', pool: 'p' }], tenants: { default: { requests_per_minute: 1000, tokens_per_minute: 20_000 } } },
+  }),
+);
+t.teardown(() => gw.stop());
+
+/** A "PNG" of `bytes` bytes as a data URL, different for each seed. */
+function image(bytes: number, seed: number): string {
+  const b = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i++) b[i] = (i * 131 + seed * 7919 + (i >> 7)) & 0xff;
+  return `data:image/png;base64,${b.toString('base64')}`;
+}
+
+const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: token, maxRetries: 0 });
+
+async function ask(url: string, question: string) {
+  const { data, response } = await client.chat.completions
+    .create({
+      model: 'vlm',
+      max_tokens: 4,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: question }] }],
+    })
+    .withResponse();
+  return { data, endpoint: response.headers.get('x-infergate-endpoint'), remainingTokens: Number(response.headers.get('x-ratelimit-remaining-tokens')) };
+}
+
+t.test('a 512 KB image weighs about 1,000 tokens, not its 700k characters', async (t) => {
+  const url = image(512 * 1024, 1);
+  t.ok(url.length > 600_000, `${url.length} characters of data URL`);
+  const a = await ask(url, 'What is in this picture?');
+  t.ok(a.remainingTokens > 18_000, `the quota charged the estimate of an image: ${20_000 - a.remainingTokens} tokens`);
+  const prompt = a.data.usage!.prompt_tokens;
+  t.ok(prompt > 1000 && prompt < 1100, `the server counted ${prompt} prompt tokens`);
+});
+
+t.test('the same image again goes to the pod that holds it, and is served from its cache', async (t) => {
+  const url = image(300 * 1024, 2);
+  const first = await ask(url, 'Describe it.');
+  const again = await ask(url, 'And the colours?');
+  t.equal(again.endpoint, first.endpoint, `both on ${first.endpoint}`);
+  const cached = again.data.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  t.ok(cached >= 1000, `${cached} cached tokens: the image was`);
+  const other = await ask(image(300 * 1024, 3), 'Describe it.');
+  t.ok((other.data.usage?.prompt_tokens_details?.cached_tokens ?? 0) < 100, 'another image of the same size is not taken for it');
+});
