@@ -300,25 +300,16 @@ export class MockServer {
    * Starlette server reads one), then answered as audioAnswer says; the faults apply as to the others.
    */
   private answerForm(res: Res, kind: AudioKind, contentType: string): void {
-    const state = { aborted: false };
-    res.onAborted(() => {
-      state.aborted = true;
-    });
-    const fault = this.faults.pick();
-    if (fault === 'refuse' || fault === 'cut') {
-      state.aborted = true;
-      res.close();
-      return;
-    }
+    const started = this.startWhole(res);
+    if (started === null) return;
+    const { state, fault } = started;
     this.readBytes(res, state, (raw) => {
       if (fault === '500') return this.sendError(res, 500, 'mock: injected failure');
       readForm(raw, contentType).then(
         (form) => {
           if (state.aborted) return;
           if (form === null) return this.sendError(res, 400, 'There was an error parsing the body');
-          const a = audioAnswer(kind, form, this.served(), this.newId());
-          if (a.status === 200) this.send(res, 200, a.body, a.contentType);
-          else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
+          this.sendAnswer(res, audioAnswer(kind, form, this.served(), this.newId()));
         },
         (err: unknown) => {
           if (!state.aborted) this.sendError(res, 500, `mock: ${(err as Error).message}`);
@@ -349,27 +340,11 @@ export class MockServer {
     });
   }
 
-  /** Read a whole body, then call `done` (not called if aborted or too large). */
+  /** Read a whole body as text (UTF-8; a leading byte-order mark dropped), then call `done` as readBytes does. */
   private readBody(res: Res, state: { aborted: boolean }, done: (body: string) => void): void {
-    let parts: Uint8Array[] | null = null;
-    let size = 0;
-    res.onData((chunk, isLast) => {
-      if (state.aborted || size < 0) return;
-      size += chunk.byteLength;
-      if (size > this.maxBody) {
-        size = -1;
-        this.sendError(res, 413, `Request body too large (limit ${this.maxBody} bytes)`);
-        state.aborted = true;
-        return;
-      }
-      if (isLast && parts === null) {
-        done(textDecoder.decode(chunk));
-        return;
-      }
-      (parts ??= []).push(new Uint8Array(chunk.slice(0)));
-      if (isLast) done(Buffer.concat(parts).toString('utf8'));
-    });
+    this.readBytes(res, state, (raw) => done(textDecoder.decode(raw)));
   }
+
 
   private setFaults(res: Res): void {
     const state = { aborted: false };
@@ -446,10 +421,10 @@ export class MockServer {
   }
 
   /**
-   * A request answered whole as soon as its body is in (apis.ts), or at once for a request without one
-   * (`readsBody` false: a GET); the injected faults apply as to completions.
+   * A request to be answered whole: its abort flag, and the fault it meets; null when that fault refused
+   * or cut the connection already.
    */
-  private answerWhole(res: Res, answer: (text: string) => ApiAnswer, readsBody = true): void {
+  private startWhole(res: Res): { state: { aborted: boolean }; fault: ReturnType<Faults['pick']> } | null {
     const state = { aborted: false };
     res.onAborted(() => {
       state.aborted = true;
@@ -458,8 +433,24 @@ export class MockServer {
     if (fault === 'refuse' || fault === 'cut') {
       state.aborted = true;
       res.close();
-      return;
+      return null;
     }
+    return { state, fault };
+  }
+
+  private sendAnswer(res: Res, a: ApiAnswer): void {
+    if (a.status === 200) this.send(res, 200, a.body, a.contentType);
+    else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
+  }
+
+  /**
+   * A request answered whole as soon as its body is in (apis.ts), or at once for a request without one
+   * (`readsBody` false: a GET); the injected faults apply as to completions.
+   */
+  private answerWhole(res: Res, answer: (text: string) => ApiAnswer, readsBody = true): void {
+    const started = this.startWhole(res);
+    if (started === null) return;
+    const { state, fault } = started;
     const reply = (text: string) => {
       if (fault === '500') return this.sendError(res, 500, 'mock: injected failure');
       let a: ApiAnswer;
@@ -468,8 +459,7 @@ export class MockServer {
       } catch (err) {
         return this.sendError(res, 500, `mock: ${(err as Error).message}`);
       }
-      if (a.status === 200) this.send(res, 200, a.body, a.contentType);
-      else this.sendError(res, a.status, a.refusal.message, a.refusal.param, a.refusal.type);
+      this.sendAnswer(res, a);
     };
     if (readsBody) this.readBody(res, state, reply);
     else reply('');
