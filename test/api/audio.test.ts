@@ -133,6 +133,21 @@ t.test('the audio APIs take bodies up to max_audio_body_bytes; the JSON APIs kee
   t.equal(huge.json().error.code, 'request_too_large');
 });
 
+t.test('a server that fails the upload: the same form is sent again, whole, to the other one', async (t) => {
+  const [bad, good] = api.mocks.endpoints;
+  const faults = (endpoint: string, body: unknown) => request(`http://${endpoint}/mock/faults`, { method: 'POST', body: JSON.stringify(body) }).then((r) => r.body.dump());
+  await faults(bad, { fail_rate: 1, fail_mode: 'refuse' });
+  t.teardown(() => faults(bad, { fail_rate: 0 }));
+  const retriesBefore = metric(await scrape(gw.adminUrl), 'infergate_retries_total');
+  for (let i = 0; i < 4; i++) {
+    const r = await post(gw.url, '/v1/audio/transcriptions', form([['model', MODEL], ['response_format', 'verbose_json']]));
+    t.equal(r.status, 200, r.text.slice(0, 200));
+    t.equal(r.headers['x-infergate-endpoint'], good, 'answered by the server that works');
+    t.equal(r.json().duration, '3', 'the whole file reached it');
+  }
+  t.ok(metric(await scrape(gw.adminUrl), 'infergate_retries_total') > retriesBefore, 'retried');
+});
+
 t.test('refusals: OpenAI-style errors from the gateway, before any server is asked', async (t) => {
   const before = await audioSeen();
   const P = '/v1/audio/transcriptions';
