@@ -88,7 +88,10 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
   ctx.metrics.requestDone(model, ex.pool, status, seconds);
   if (ex.endpoint) ctx.metrics.endpointDone(ex.pool, ex.endpoint, status, ex.firstByteAt ? (ex.firstByteAt - ex.started) / 1000 : null);
   const usage = ex.usage;
-  if (usage && ex.pool) ctx.metrics.tokensUsed(model, ex.pool, usage.promptTokens, usage.completionTokens);
+  if (usage && ex.pool) {
+    ctx.metrics.tokensUsed(model, ex.pool, usage.promptTokens, usage.completionTokens);
+    if (usage.audioSeconds !== undefined) ctx.metrics.audioSeconds.inc({ model, pool: ex.pool }, usage.audioSeconds);
+  }
   const log = ctx.config.logging.access_log && ctx.logger.isLevelEnabled('info');
   const span = ctx.tracing.exporting;
   if (!log && !span) return;
@@ -104,7 +107,7 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         endpoint: ex.endpoint || undefined, policy: ex.policy || undefined, score, runner_up: runnerUp, prefix_match: prefixMatch,
         status, code: ex.errorCode, reject_reason: ex.rejectReason,
         ttft_ms: ttft, duration_ms: ms(seconds * 1000),
-        prompt_tokens: usage?.promptTokens, completion_tokens: usage?.completionTokens,
+        prompt_tokens: usage?.promptTokens, completion_tokens: usage?.completionTokens, audio_seconds: usage?.audioSeconds,
         prompt_tokens_est: ex.promptTokens || undefined,
         attempts: ex.attempts, retries,
         trace_id: ex.span.traceId, span_id: ex.span.spanId,

@@ -83,6 +83,7 @@ export class GatewayMetrics {
   readonly ejections: client.Counter<'pool' | 'endpoint' | 'reason'>;
   readonly ejectionsHeldBack: client.Counter<'pool' | 'endpoint'>;
   readonly tokens: FastCounter<'model' | 'pool' | 'kind'>;
+  readonly audioSeconds: client.Counter<'model' | 'pool'>;
   readonly pickDuration: FastHistogram<'pool' | 'policy'>;
   readonly configReloads: client.Counter<'result'>;
   /** infergate_auth_disabled (set again when a reload changes auth.mode) */
@@ -299,6 +300,11 @@ export class GatewayMetrics {
       'Tokens of answered requests as the model server\'s usage reports them, by model (as the client named it), pool and kind (prompt, completion).',
       ['model', 'pool', 'kind'], registers,
     );
+    this.audioSeconds = new client.Counter({
+      name: 'infergate_audio_seconds_total',
+      help: 'Seconds of audio in answered speech-to-text requests (/v1/audio/*) as the model server\'s usage reports them, by model (as the client named it) and pool.',
+      labelNames: ['model', 'pool'], registers,
+    });
     this.pickDuration = new FastHistogram(
       'infergate_pick_duration_seconds',
       'Time the endpoint picker took for one decision.',

@@ -10,6 +10,8 @@ import { stringifyJson } from './json.js';
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
+  /** seconds of audio: a speech-to-text answer's usage (`{"type": "duration", "seconds": N}`, vLLM's and OpenAI's), whose tokens are 0 */
+  audioSeconds?: number;
 }
 
 /** The largest token count believed (the numbers come from a model server). */
@@ -19,14 +21,22 @@ function count(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_COUNT ? v : undefined;
 }
 
-/** `usage` of a parsed answer or chunk: both counts must be whole, non-negative numbers. */
+/**
+ * `usage` of a parsed answer or chunk: both counts must be whole, non-negative numbers; or an audio
+ * answer's duration (non-negative seconds, no tokens).
+ */
 export function usageOf(value: unknown): Usage | null {
   if (value === null || typeof value !== 'object') return null;
   const u = (value as { usage?: unknown }).usage;
   if (u === null || typeof u !== 'object') return null;
   const prompt = count((u as { prompt_tokens?: unknown }).prompt_tokens);
+  if (prompt === undefined) {
+    const { type, seconds } = u as { type?: unknown; seconds?: unknown };
+    if (type !== 'duration' || typeof seconds !== 'number' || !(seconds >= 0 && seconds <= MAX_COUNT)) return null;
+    return { promptTokens: 0, completionTokens: 0, audioSeconds: seconds };
+  }
   const completion = count((u as { completion_tokens?: unknown }).completion_tokens) ?? 0;
-  return prompt === undefined ? null : { promptTokens: prompt, completionTokens: completion };
+  return { promptTokens: prompt, completionTokens: completion };
 }
 
 const USAGE_KEY = Buffer.from('"usage"');

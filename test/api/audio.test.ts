@@ -56,7 +56,9 @@ const direct = `http://${api.mocks.endpoints[0]}`;
 
 t.test('the openai SDK transcribes and translates through the gateway as it does on the server directly', async (t) => {
   const file = () => toFile(AUDIO, 'speech.wav', { type: 'audio/wav' });
+  const secondsBefore = metric(await scrape(gw.adminUrl), 'infergate_audio_seconds_total', { model: MODEL, pool: 'p' });
   const via = await client(gw.url).audio.transcriptions.create({ file: await file(), model: MODEL });
+  t.equal(metric(await scrape(gw.adminUrl), 'infergate_audio_seconds_total', { model: MODEL, pool: 'p' }) - secondsBefore, 3, 'its audio seconds counted for the model');
   const straight = await client(direct).audio.transcriptions.create({ file: await file(), model: MODEL });
   t.ok(via.text.length > 0, 'a transcript');
   t.equal(via.text, straight.text, 'the same text as the server gives directly');

@@ -36,6 +36,9 @@ t.test('usage of a JSON answer', async (t) => {
   t.equal(readUsage('{"usage":{"prompt_tokens":"12"}}'), null, 'nor a string');
   t.same(usageOf({ usage: { prompt_tokens: 3 } }), { promptTokens: 3, completionTokens: 0 }, 'embeddings have no completion');
   t.equal(usageOf(null), null);
+  t.same(readUsage('{"text":"hi","usage":{"type":"duration","seconds":7}}'), { promptTokens: 0, completionTokens: 0, audioSeconds: 7 }, 'a transcription: seconds of audio');
+  t.same(usageOf({ usage: { type: 'duration', seconds: 2.5 } }), { promptTokens: 0, completionTokens: 0, audioSeconds: 2.5 });
+  for (const u of [{ type: 'duration', seconds: -1 }, { type: 'duration', seconds: '7' }, { type: 'duration' }, { type: 'tokens', seconds: 7 }]) t.equal(usageOf({ usage: u }), null, JSON.stringify(u));
 });
 
 t.test('usage of a JSON answer: the trailing usage object read alone gives what parsing the whole answer gives', async (t) => {
