@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { parseDuration, parseSize } from '../common/units.js';
 import { POLICY_NAMES, SCORERS, type ScorerName } from '../routing/index.js';
 import { parseCidr } from '../common/ip.js';
+import { MEDIA_PART_TOKENS } from '../openai/prompt.js';
 
 /** The pattern a duration matches (also in the JSON Schema, so that editors flag a bare number). */
 export const DURATION_PATTERN = '^\\d+(\\.\\d+)?\\s*(ms|s|m|h)$';
@@ -360,6 +361,15 @@ const pool = z.strictObject({
    *  decode slot on a full endpoint, and saturation counts requests beyond the free seats as waiting.
    *  Engines do not export it in their metrics. */
   max_num_seqs: z.number().int().min(1).optional().describe('The engines\' batch size (vLLM --max-num-seqs) when known, so the picker counts the wait for a decode slot (a count of sequences; unset: 256 for saturation).'),
+  media_tokens: z
+    .number()
+    .int()
+    .min(0)
+    .max(1_000_000)
+    .default(MEDIA_PART_TOKENS)
+    .describe(
+      "What one image, audio clip, video or file in a request's messages weighs on the pick and on tokens_per_minute (tokens): the model's own count, e.g. 576 for a LLaVA-1.5 image, 256 for Gemma 3, about 1,200 for a 1280×720 image on Qwen2-VL.",
+    ),
   policy: z.enum(POLICY_NAMES).default('scored').describe('How an endpoint is picked: scored (prefix affinity and load), round_robin, least_request or random.'),
   shadow_policy: z.enum(POLICY_NAMES).optional().describe('A second policy that picks silently beside the serving one, for comparison before a rollout.'),
   scoring,

@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import { pairExtraChars, promptBodyOf, renderPromptHead } from '../openai/prompt.js';
+import { MEDIA_PART_TOKENS, pairExtraChars, promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
 import { isAudioKind, type ApiKind } from '../openai/validate.js';
 import { errors, errorBody, type ApiError } from '../openai/errors.js';
@@ -382,9 +382,11 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     const prefix = this.poolCfg.prefix;
     const kind = this.kind;
-    ({ text: this.promptText, chars: this.promptChars } = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars));
-    this.promptChars += pairExtraChars(kind, body);
-    this.promptTokens = tokensOfChars(this.promptChars);
+    const head = renderPromptHead(promptBodyOf(kind, body), prefix.max_blocks * prefix.block_chars);
+    this.promptText = head.text;
+    this.promptChars = head.chars + pairExtraChars(kind, body);
+    // each image (or other media part) weighs what the pool's model makes of one, not the rendering's share
+    this.promptTokens = tokensOfChars(this.promptChars) + head.media * (this.poolCfg.media_tokens - MEDIA_PART_TOKENS);
     // No prefix affinity where no KV cache is reused: tokenizing, the pooling models' APIs (reranking and
     // scoring: a cross-encoder's pass over each pair; classifying, pooling), and embeddings unless the
     // pool asks for it. An empty text matches nothing and teaches the index nothing; their length still

@@ -167,6 +167,8 @@ export interface PromptHead {
   text: string;
   /** renderPrompt(body).length */
   chars: number;
+  /** the media parts (mediaStandIn) among them, each MEDIA_PART_TOKENS tokens of `chars` */
+  media: number;
 }
 
 /**
@@ -191,8 +193,10 @@ export function renderPromptHead(body: Record<string, unknown>, maxChars: number
           if (part && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') w.add((part as { text: string }).text);
           else {
             const media = mediaStandIn(part);
-            if (media !== undefined) w.add(media);
-            else w.json(part);
+            if (media !== undefined) {
+              w.add(media);
+              w.media++;
+            } else w.json(part);
           }
         }
       } else if (typeof content === 'string') w.add(content);
@@ -219,13 +223,14 @@ export function renderPromptHead(body: Record<string, unknown>, maxChars: number
     }
     w.chars += Math.max(0, rest);
   }
-  return { text: w.text, chars: w.chars };
+  return { text: w.text, chars: w.chars, media: w.media };
 }
 
 /** Appends pieces while the head has room; counts every piece's length. */
 class HeadWriter {
   text = '';
   chars = 0;
+  media = 0;
   constructor(private readonly max: number) {}
 
   get full(): boolean {

@@ -9,14 +9,15 @@ import { startMocks } from '../e2e/support.js';
 import { demoAuth, mint } from './support.js';
 
 const token = await mint(['--sub', 'vision-user', '--models', '*', '--ttl', '10m']);
-const mocks = await startMocks(2, ['--model', 'vlm', '--time-scale', '20', '--seed', '4']);
+const mocks = await startMocks(2, ['--model', 'vlm', '--lora', 'vlm-hires', '--time-scale', '20', '--seed', '4']);
 t.teardown(() => mocks.kill());
-const gw = await startGateway(
-  gatewayConfig(mocks.endpoints, {
-    pool: { policy: 'scored' },
-    over: { auth: demoAuth(), models: [{ name: 'vlm', pool: 'p' }], tenants: { default: { requests_per_minute: 1000, tokens_per_minute: 20_000 } } },
-  }),
-);
+const cfg = gatewayConfig(mocks.endpoints, {
+  pool: { policy: 'scored' },
+  over: { auth: demoAuth(), models: [{ name: 'vlm', pool: 'p' }, { name: 'vlm-hires', pool: 'q' }], tenants: { default: { requests_per_minute: 1000, tokens_per_minute: 20_000 } } },
+});
+// the same servers, for a model whose images cost 4,000 tokens each
+(cfg.pools as Record<string, unknown>).q = { endpoints: mocks.endpoints, media_tokens: 4000 };
+const gw = await startGateway(cfg);
 t.teardown(() => gw.stop());
 
 /** A "PNG" of `bytes` bytes as a data URL, different for each seed. */
@@ -28,10 +29,10 @@ function image(bytes: number, seed: number): string {
 
 const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: token, maxRetries: 0 });
 
-async function ask(url: string, question: string) {
+async function ask(url: string, question: string, model = 'vlm') {
   const { data, response } = await client.chat.completions
     .create({
-      model: 'vlm',
+      model,
       max_tokens: 4,
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: question }] }],
     })
@@ -57,4 +58,20 @@ t.test('the same image again goes to the pod that holds it, and is served from i
   t.ok(cached >= 1000, `${cached} cached tokens: the image was`);
   const other = await ask(image(300 * 1024, 3), 'Describe it.');
   t.ok((other.data.usage?.prompt_tokens_details?.cached_tokens ?? 0) < 100, 'another image of the same size is not taken for it');
+});
+
+t.test("a pool's media_tokens: what one image weighs there", async (t) => {
+  /** The tokens a fresh tenant is charged at admission for a request with `images` images to `model`. */
+  const charged = async (model: string, images: number, sub: string) => {
+    const c = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: await mint(['--sub', sub, '--models', '*', '--ttl', '10m']), maxRetries: 0 });
+    const content = [...Array.from({ length: images }, (_, i) => ({ type: 'image_url' as const, image_url: { url: image(64 * 1024, 10 + i) } })), { type: 'text' as const, text: 'What is it?' }];
+    const { response } = await c.chat.completions.create({ model, max_tokens: 4, messages: [{ role: 'user', content }] }).withResponse();
+    return 20_000 - Number(response.headers.get('x-ratelimit-remaining-tokens'));
+  };
+  const text = await charged('vlm-hires', 0, 'm0');
+  const one = await charged('vlm-hires', 1, 'm1');
+  const two = await charged('vlm-hires', 2, 'm2');
+  t.equal(one - text, 4000, `one image: 4,000 tokens (${one} in all)`);
+  t.equal(two - text, 8000, 'two: 8,000');
+  t.equal((await charged('vlm', 1, 'm3')) - text, 1024, 'the default pool: 1,024');
 });

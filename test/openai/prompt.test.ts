@@ -44,6 +44,8 @@ t.test('a media part renders as a stand-in of MEDIA_PART_TOKENS tokens, keyed by
   t.equal(a.chars, renderPromptHead(msg(image('x')), 1 << 20).chars, 'a 1 MB image weighs as a small one');
   t.equal(tokensOfChars(a.chars) - tokensOfChars(renderPromptHead({ messages: [{ role: 'user', content: 'what is this?' }] }, 1 << 20).chars), MEDIA_PART_TOKENS, 'its tokens');
   t.equal(a.text, renderPromptHead(msg(image(big)), 1 << 20).text, 'the same image, the same text');
+  t.equal(a.media, 1, 'counted as one media part');
+  t.equal(renderPromptHead({ messages: [{ role: 'user', content: [image('a'), image('b'), { type: 'text', text: 'x' }] }] }, 10).media, 2, 'past the cut too');
   t.not(a.text, renderPromptHead(msg(image(other)), 1 << 20).text, 'another image of the same length differs');
   t.not(a.text, renderPromptHead(msg(image('https://example.com/cat.png')), 1 << 20).text);
   for (const part of [
