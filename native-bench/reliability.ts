@@ -18,15 +18,17 @@
  * Writes DIR/reliability.json.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Agent, FormData, Request, request } from 'undici';
+import { Agent, FormData, Pool, Request, request } from 'undici';
 import { INFERGATE_CLI, Progress, clockTicks, freePort, freePortRange, numOpt, percentileSorted, procCpuTicks, round, sleep, startProcess, writeResult, type Proc } from './common.js';
 import { promSums } from './prom.js';
 import { finalAnswer, rawExchange, judge, type RawResult } from './rawhttp.js';
 import { CASES, type CaseTry, type Target } from './reliability-cases.js';
 import { checkBody } from '../src/gateway/request-checks.js';
-import { encodeAudioForm, readAudioForm } from '../src/gateway/audio-form.js';
+import { formForServer, readAudioForm } from '../src/gateway/audio-form.js';
 import { renderPrompt, renderPromptHead } from '../src/openai/prompt.js';
 
 const MODEL = 'bench-model';
@@ -442,10 +444,12 @@ export function parseCost(mb: number, reps: number): Array<Record<string, number
 }
 
 /**
- * An audio API's form as the gateway handles it (readAudioForm, then encodeAudioForm), for a file of `mb`
- * MB: CPU per MB (median of `reps`) and the longest the event loop was held meanwhile (the largest gap
- * between two turns of a setImmediate ticker, over all reps): the stall every other request on this
- * process sees while one upload is read.
+ * An audio API's form as the gateway handles it, for a file of `mb` MB: read (readAudioForm: CPU per MB,
+ * median of `reps`), then sent with the resolved model through an undici Pool to a local server that
+ * drains it (formForServer: undici encodes the form as it writes it; wall time per MB, the server's reading
+ * included), and the longest the event loop was held meanwhile (the largest gap between two turns of a
+ * setImmediate ticker, over all reps): the stall every other request on this process sees while one upload
+ * is handled.
  */
 export async function formCost(mb: number, reps: number): Promise<Record<string, number | string>> {
   const fd = new FormData();
@@ -454,6 +458,12 @@ export async function formCost(mb: number, reps: number): Promise<Record<string,
   const req = new Request('http://x/', { method: 'POST', body: fd });
   const raw = Buffer.from(await req.arrayBuffer());
   const type = req.headers.get('content-type')!;
+  const sink = http.createServer((r, res) => {
+    r.resume();
+    r.on('end', () => res.end('{}'));
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  const upstream = new Pool(`http://127.0.0.1:${(sink.address() as AddressInfo).port}`);
   let longest = 0;
   let last = performance.now();
   let ticking = true;
@@ -465,21 +475,27 @@ export async function formCost(mb: number, reps: number): Promise<Record<string,
   };
   setImmediate(tick);
   const read: number[] = [];
-  const encode: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    const t0 = cpuMs();
-    const f = await readAudioForm('/v1/audio/transcriptions', raw, type);
-    const t1 = cpuMs();
-    if ('error' in f) throw new Error(`form bench body refused: ${f.error.message}`);
-    await encodeAudioForm(f.form, MODEL);
-    read.push(t1 - t0);
-    encode.push(cpuMs() - t1);
+  const send: number[] = [];
+  try {
+    for (let r = 0; r < reps; r++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      const t0 = cpuMs();
+      const f = await readAudioForm('/v1/audio/transcriptions', raw, type);
+      read.push(cpuMs() - t0);
+      if ('error' in f) throw new Error(`form bench body refused: ${f.error.message}`);
+      const w0 = performance.now();
+      const answer = await upstream.request({ path: '/v1/audio/transcriptions', method: 'POST', body: formForServer(f.form, MODEL) });
+      await answer.body.dump();
+      send.push(performance.now() - w0);
+    }
+  } finally {
+    ticking = false;
+    await upstream.close();
+    await new Promise((resolve) => sink.close(resolve));
   }
-  ticking = false;
   const med = (xs: number[]): number => percentileSorted(Float64Array.from(xs).sort(), 0.5);
   const m = raw.length / (1024 * 1024);
-  return { body: 'audio_form', mb: round(m, 2), read_ms_per_mb: round(med(read) / m, 2), encode_ms_per_mb: round(med(encode) / m, 2), longest_event_loop_stall_ms: round(longest, 1) };
+  return { body: 'audio_form', mb: round(m, 2), read_ms_per_mb: round(med(read) / m, 2), send_ms_per_mb: round(med(send) / m, 2), longest_event_loop_stall_ms: round(longest, 1) };
 }
 
 export async function runReliability(opts: Map<string, string>): Promise<number> {

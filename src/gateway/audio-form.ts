@@ -1,14 +1,14 @@
 /**
  * The audio APIs' bodies (`/v1/audio/transcriptions`, `/v1/audio/translations`): a multipart form holding
  * the audio file and text fields, `model` among them. Read with undici's form parser (the WHATWG one that
- * fetch uses), the fields the gateway acts on checked (audioFormProblem), and the form sent on re-encoded
- * with the model the route resolved to. Re-encoding costs a copy of the body, and makes the model server
- * read exactly the fields the gateway read: two multipart parsers can read an odd body differently (a part
+ * fetch uses), the fields the gateway acts on checked (audioFormProblem), and the parsed form handed to undici
+ * as the request's body with the model the route resolved to: undici encodes it anew as it sends it. The
+ * model server then reads exactly the fields the gateway read: two multipart parsers can read an odd body differently (a part
  * one of them skips, a second `model`), and the model decides which pool, and which of a pod's adapters,
  * serves the request.
  */
 import { MIMEType } from 'node:util';
-import { FormData, Request, Response } from 'undici';
+import { FormData, Response } from 'undici';
 import { errors, type ApiError } from '../openai/errors.js';
 import { audioFormProblem, formBoolean, problemMessage, type FormValue } from '../openai/validate.js';
 
@@ -74,10 +74,11 @@ export async function readAudioForm(path: string, raw: Buffer, contentType: stri
   return { form, model, stream: typeof stream === 'string' && formBoolean(stream) === true };
 }
 
-/** The form as sent on: encoded anew (a new boundary) with `model` in place of the client's. */
-export async function encodeAudioForm(form: FormData, model: string): Promise<{ body: Buffer; contentType: string }> {
-  form.set('model', model); // (in the first one's place)
-  const req = new Request('http://gateway.invalid/', { method: 'POST', body: form });
-  const body = Buffer.from(await req.arrayBuffer());
-  return { body, contentType: req.headers.get('content-type')! };
+/**
+ * The form as sent on, with `model` in place of the client's (in the first one's place): undici encodes it
+ * anew as it writes it (a new boundary, its own Content-Type), part by part.
+ */
+export function formForServer(form: FormData, model: string): FormData {
+  form.set('model', model);
+  return form;
 }

@@ -11,7 +11,7 @@
  * `end(…, true)` only in an answer that had no write before it.
  */
 import { randomUUID } from 'node:crypto';
-import type { Dispatcher } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
 import { MEDIA_PART_TOKENS, pairExtraChars, promptBodyOf, renderPromptHead } from '../openai/prompt.js';
 import { tokensOfChars } from '../openai/tokens.js';
 import { isAudioKind, type ApiKind } from '../openai/validate.js';
@@ -29,7 +29,7 @@ import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
 import { Relay, type RelayOwner } from './relay.js';
 import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, maxBodyOf, readRequest, withModel } from './request-checks.js';
-import { encodeAudioForm, readAudioForm, type AudioForm } from './audio-form.js';
+import { formForServer, readAudioForm, type AudioForm } from './audio-form.js';
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
 import type { Verdict } from './admission.js';
@@ -125,6 +125,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   promptChars = 0;
   promptTokens = 0;
   private upstreamBody: Buffer = EMPTY;
+  /** an audio API's form, sent in place of upstreamBody (undici encodes it as it sends it: audio-form.ts) */
+  private upstreamForm: FormData | undefined;
   /** a Responses API request's previous_response_id, and the endpoint that served that answer if known */
   private previousId: string | undefined;
   preferEndpoint: string | undefined;
@@ -280,7 +282,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       return;
     }
     const forwardAuth = this.poolCfg.forward_client_auth ? this.clientAuthorization : undefined;
-    addUpstreamHeaders(this.fwdHeaders, this.ctx.poolKeys.get(this.pool), forwardAuth);
+    addUpstreamHeaders(this.fwdHeaders, this.ctx.poolKeys.get(this.pool), forwardAuth, this.upstreamForm ? 'form' : 'json');
     if (this.parsedBody) {
       // the answer's usage (token metrics, the access line, the tenant's token quota): a stream is asked
       // for its usage chunk (kept from a client that did not ask for it); a JSON answer carries usage anyway
@@ -352,7 +354,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       return;
     }
     if (isAudioKind(this.kind)) {
-      // a form, read and re-encoded off this call (audio-form.ts); the body stays in its phase meanwhile
+      // a form, read off this call (audio-form.ts); the exchange stays in its body phase meanwhile
       readAudioForm(this.path, raw, this.fwdHeaders['content-type']).then((f) => this.onAudioForm(f), (err: unknown) => this.onInternalError(err));
       return;
     }
@@ -436,17 +438,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       // Placed on load alone, with no prompt estimate: the audio's length is not known without decoding
       // it, and a transcription reuses no cached prefix. Its usage (audio seconds, or tokens when a
       // stream asks for them) is read from the answer.
-      encodeAudioForm(f.form, this.forwardModel).then((e) => this.onAudioEncoded(e), (err: unknown) => this.onInternalError(err));
-    } catch (err) {
-      this.onInternalError(err);
-    }
-  }
-
-  private onAudioEncoded(encoded: { body: Buffer; contentType: string }): void {
-    try {
-      if (this.phase !== 'body' || this.clientGone) return;
-      this.upstreamBody = encoded.body;
-      this.fwdHeaders['content-type'] = encoded.contentType;
+      this.upstreamForm = formForServer(f.form, this.forwardModel);
       this.bodyDone();
     } catch (err) {
       this.onInternalError(err);
@@ -602,7 +594,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       this.answerTimer = deadlines.add(limits.response_timeout, this, this.attemptId + 1);
     }
     const target = this.stored === undefined ? undefined : storedTarget(this.stored, this.storedId, this.query);
-    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0, target);
+    dispatchTry(this.ctx.upstreams, pick.endpoint, this.kind, this.fwdHeaders, this.upstreamForm ?? this.upstreamBody, this, ++this.attemptId, this.streamRequested ? limits.first_byte_timeout : 0, target);
   }
 
   /**

@@ -206,12 +206,13 @@ export function withModel(raw: Buffer, valid: ValidBody, model: string): Buffer 
 }
 
 /**
- * Completes the forwarded headers once the pool is known: a JSON content type if none, and as
- * Authorization either the client's own (`clientAuthorization`: the pool has forward_client_auth) or
- * the pool's key, or nothing.
+ * Completes the forwarded headers once the pool is known: a JSON content type if none (a form's is left to
+ * undici, which writes the one with the boundary it encodes the form with), and as Authorization either
+ * the client's own (`clientAuthorization`: the pool has forward_client_auth) or the pool's key, or nothing.
  */
-export function addUpstreamHeaders(forwarded: Record<string, string>, apiKey: string | undefined, clientAuthorization?: string): void {
-  if (!('content-type' in forwarded)) forwarded['content-type'] = 'application/json';
+export function addUpstreamHeaders(forwarded: Record<string, string>, apiKey: string | undefined, clientAuthorization?: string, body: 'json' | 'form' = 'json'): void {
+  if (body === 'form') delete forwarded['content-type'];
+  else if (!('content-type' in forwarded)) forwarded['content-type'] = 'application/json';
   if (clientAuthorization !== undefined) forwarded.authorization = clientAuthorization;
   else if (apiKey) forwarded.authorization = `Bearer ${apiKey}`;
 }

@@ -3,7 +3,7 @@
  * object per try carrying undici's callbacks (rather than a closure per callback), and how upstream
  * failures are told apart (which statuses are retried, which errors are timeouts).
  */
-import type { Dispatcher } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
 import { API_PATHS, type ApiKind } from '../openai/validate.js';
 import type { Upstreams } from './upstreams.js';
 
@@ -45,7 +45,8 @@ export function dispatchTry(
   endpoint: string,
   kind: ApiKind,
   headers: Record<string, string>,
-  body: Buffer,
+  /** the request's bytes, or an audio API's form (undici encodes it as it sends it) */
+  body: Buffer | FormData,
   listener: UpstreamListener,
   attempt: number,
   idleMs: number,

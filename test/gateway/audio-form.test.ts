@@ -2,11 +2,12 @@
 // acts on, the form sent on with the resolved model and every other part byte for byte, and the refusals.
 import t from 'tap';
 import { FormData, Request, Response } from 'undici';
-import { encodeAudioForm, formBoundary, MAX_FORM_PARTS, readAudioForm } from '../../src/gateway/audio-form.js';
+import { formBoundary, formForServer, MAX_FORM_PARTS, readAudioForm } from '../../src/gateway/audio-form.js';
 
 /** Bytes a naive reader could trip on: CR LF, dashes, a fake delimiter line, NULs and high bytes. */
 const AUDIO = Buffer.concat([Buffer.from('RIFF\r\n--\r\n--notTheBoundary\r\n\r\n'), Buffer.from([0, 255, 13, 10, 45, 45, 0x80])]);
 
+/** A form's bytes and Content-Type as undici encodes it (for a client here, and for the gateway's request to the server). */
 async function encoded(fd: FormData): Promise<{ raw: Buffer; type: string }> {
   const r = new Request('http://x/', { method: 'POST', body: fd });
   return { raw: Buffer.from(await r.arrayBuffer()), type: r.headers.get('content-type')! };
@@ -27,9 +28,9 @@ t.test('the fields the gateway acts on, and the form sent on: the target model, 
   if ('error' in f) throw new Error(f.error.message);
   t.equal(f.model, 'alias');
   t.equal(f.stream, true, 'stream "True" read as pydantic reads it');
-  const out = await encodeAudioForm(f.form, 'org/target');
-  t.not(formBoundary(out.contentType), formBoundary(type), 'a boundary of its own');
-  const again = await new Response(out.body, { headers: { 'content-type': out.contentType } }).formData();
+  const out = await encoded(formForServer(f.form, 'org/target'));
+  t.not(formBoundary(out.type), formBoundary(type), 'a boundary of its own');
+  const again = await new Response(out.raw, { headers: { 'content-type': out.type } }).formData();
   t.same([...again.keys()], ['model', 'file', 'language', 'stream'], 'the parts in their order, the model in its place');
   t.equal(again.get('model'), 'org/target');
   t.equal(again.get('language'), 'de');
@@ -51,9 +52,9 @@ t.test('what a second parser could read otherwise is not sent on: text around th
   const f = await readAudioForm('/v1/audio/transcriptions', sneaky, type);
   if ('error' in f) throw new Error(f.error.message);
   t.equal(f.model, 'alias');
-  const out = await encodeAudioForm(f.form, 'org/target');
-  t.notOk(out.body.includes('secret-adapter'), 'the server never sees the epilogue');
-  t.notOk(out.body.includes('preamble'));
+  const out = await encoded(formForServer(f.form, 'org/target'));
+  t.notOk(out.raw.includes('secret-adapter'), 'the server never sees the epilogue');
+  t.notOk(out.raw.includes('preamble'));
 });
 
 t.test('refusals', async (t) => {
