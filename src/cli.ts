@@ -38,8 +38,9 @@ A bad config exits 1 before listening, naming each problem with its key path and
 Client port: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /tokenize,
 /detokenize, /v1/rerank (and /rerank, /v2/rerank), /v1/score (and /score), /classify, /pooling (each
 routed by its "model"), /v1/audio/transcriptions, /v1/audio/translations (a multipart form routed by its
-"model" field; bodies up to limits.max_audio_body_bytes), GET /v1/models, /v1/models/{id} (with the servers' max_model_len once they have
-reported it); GET /v1/responses/{id} and POST /v1/responses/{id}/cancel (sent to the server that stored
+"model" field; bodies up to limits.max_audio_body_bytes), GET /health (liveness, no token), GET
+/v1/models, /v1/models/{id} (with the servers' max_model_len once they have reported it); GET
+/v1/responses/{id} and POST /v1/responses/{id}/cancel (sent to the server that stored
 that answer, known from response_affinity: an id the gateway did not relay is 404); a wrong method on a
 known path is 405 with Allow; cors.origins turns on CORS (preflights answered by the gateway).
 Admin port: GET / (a live status page), /metrics, /healthz, /readyz (admin.ready_when), /debug/pools,

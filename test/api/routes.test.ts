@@ -194,3 +194,17 @@ t.test('/tokenize and /detokenize: routed by model, answered as vLLM does', asyn
   t.equal(outOfVocab.status, 400, "the server's own refusal is passed on");
   t.equal((await post('/tokenize', { model: MODEL, prompt: 'a' }, null)).status, 401, 'a token is needed');
 });
+
+t.test('GET /health on the client port: vLLM\'s liveness path, no token needed, nothing about the pools', async (t) => {
+  for (const method of ['GET', 'HEAD'] as const) {
+    const r = await request(`${gw.url}/health`, { method });
+    t.equal(r.statusCode, 200, method);
+    t.match(r.headers['content-type'], /application\/json/);
+    const body = await r.body.text();
+    t.equal(body, method === 'GET' ? '{"status":"ok"}' : '');
+  }
+  const post = await request(`${gw.url}/health`, { method: 'POST' });
+  t.equal(post.statusCode, 405);
+  t.match(post.headers.allow, /GET/);
+  await post.body.dump();
+});
