@@ -3,7 +3,9 @@
  *
  * Chat messages are rendered in order as `<|role|>\ncontent\n` — a stand-in for a chat template: what
  * matters for prefix caching is that the same leading messages always render to the same leading text,
- * and that a later message never changes the rendering of an earlier one. Completion prompts are used
+ * and that a later message never changes the rendering of an earlier one. As templates do, the request's
+ * `tools` (function schemas, often thousands of tokens in an agent's requests) come first, as their JSON,
+ * and an assistant message's `tool_calls` follow its content. Completion prompts are used
  * as they are (a list of prompts is joined with newlines).
  *
  * Client values are serialised without recursion (stringifyJson): a part nested thousands of levels deep
@@ -62,7 +64,7 @@ import type { ApiKind } from './validate.js';
 /**
  * The body as renderPrompt reads it, for each routed API: chat and completions as they are; tokenize's
  * `prompt` or `messages` as they are; embeddings' `input` as a completion prompt; a Responses request's
- * `instructions` and `input` as chat messages (a string input as one user message); detokenize's
+ * `instructions` and `input` as chat messages (a string input as one user message), with its `tools`; detokenize's
  * `tokens` as a prompt of token ids (its length only sizes the request); a rerank or score request's two
  * sides as one prompt list (see pairExtraChars); a classify or pooling request's `input` as embeddings'
  * (or its `messages` as chat's); an audio request's text `prompt` (its audio is not text: see the gateway's
@@ -97,7 +99,7 @@ export function promptBodyOf(kind: ApiKind, body: Record<string, unknown>): Reco
       if (typeof body.instructions === 'string') messages.push({ role: 'system', content: body.instructions });
       if (typeof body.input === 'string') messages.push({ role: 'user', content: body.input });
       else if (Array.isArray(body.input)) for (const item of body.input as unknown[]) messages.push(item); // (no spread: a huge list)
-      return { messages };
+      return { messages, tools: body.tools };
     }
     case 'transcriptions':
     case 'translations':
@@ -125,15 +127,20 @@ export function pairExtraChars(kind: ApiKind, body: Record<string, unknown>): nu
   return 0;
 }
 
+/** A non-empty list (`tools`, a message's `tool_calls`): rendered as its JSON; anything else renders nothing. */
+function listed(v: unknown): v is unknown[] {
+  return Array.isArray(v) && v.length > 0;
+}
+
 export function renderPrompt(body: Record<string, unknown>): string {
   const messages = body.messages;
   if (Array.isArray(messages)) {
-    let out = '';
+    let out = listed(body.tools) ? `<|tools|>\n${stringifyJson(body.tools)}\n` : '';
     for (const m of messages) {
       if (m === null || typeof m !== 'object') continue;
       const msg = m as Record<string, unknown>;
       const role = typeof msg.role === 'string' ? msg.role : 'user';
-      out += `<|${role}|>\n${contentText(msg.content)}\n`;
+      out += `<|${role}|>\n${contentText(msg.content)}${listed(msg.tool_calls) ? stringifyJson(msg.tool_calls) : ''}\n`;
     }
     return out + '<|assistant|>\n';
   }
@@ -183,6 +190,11 @@ export function renderPromptHead(body: Record<string, unknown>, maxChars: number
   const w = new HeadWriter(Math.max(0, maxChars));
   const messages = body.messages;
   if (Array.isArray(messages)) {
+    if (listed(body.tools)) {
+      w.add('<|tools|>\n');
+      w.json(body.tools);
+      w.add('\n');
+    }
     for (const m of messages) {
       if (m === null || typeof m !== 'object') continue;
       const msg = m as Record<string, unknown>;
@@ -201,6 +213,7 @@ export function renderPromptHead(body: Record<string, unknown>, maxChars: number
         }
       } else if (typeof content === 'string') w.add(content);
       else if (content !== undefined && content !== null) w.json(content);
+      if (listed(msg.tool_calls)) w.json(msg.tool_calls);
       w.add('\n');
     }
     w.add('<|assistant|>\n');

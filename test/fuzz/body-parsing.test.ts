@@ -22,12 +22,14 @@ const part = fc.oneof(
   ),
   fc.jsonValue({ maxDepth: 3 }),
 );
+const toolCalls = fc.oneof(fc.array(fc.record({ id: text, type: fc.constant('function'), function: fc.record({ name: text, arguments: text }) }), { maxLength: 3 }), fc.jsonValue({ maxDepth: 2 }));
 const message = fc.record(
-  { role: fc.oneof(fc.constantFrom('system', 'user', 'assistant'), text, fc.integer()), content: fc.oneof(text, fc.array(part, { maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), fc.constant(null)) },
+  { role: fc.oneof(fc.constantFrom('system', 'user', 'assistant', 'tool'), text, fc.integer()), content: fc.oneof(text, fc.array(part, { maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), fc.constant(null)), tool_calls: toolCalls },
   { requiredKeys: [] },
 );
+const tools = fc.oneof(fc.array(fc.record({ type: fc.constant('function'), function: fc.record({ name: text, parameters: fc.jsonValue({ maxDepth: 3 }) }) }), { maxLength: 3 }), fc.jsonValue({ maxDepth: 2 }));
 const body = fc.oneof(
-  fc.record({ model: fc.constant('m'), messages: fc.array(fc.oneof(message, fc.jsonValue({ maxDepth: 1 })), { maxLength: 6 }) }),
+  fc.record({ model: fc.constant('m'), messages: fc.array(fc.oneof(message, fc.jsonValue({ maxDepth: 1 })), { maxLength: 6 }), tools }, { requiredKeys: ['model', 'messages'] }),
   fc.record({ model: fc.constant('m'), prompt: fc.oneof(text, fc.array(fc.oneof(text, tokenId, fc.array(tokenId, { maxLength: 30 }), fc.jsonValue({ maxDepth: 2 })), { maxLength: 60 })) }),
   fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }),
 );

@@ -63,3 +63,21 @@ t.test('a media part renders as a stand-in of MEDIA_PART_TOKENS tokens, keyed by
   const responses = renderPromptHead(promptBodyOf('responses', { input: [{ role: 'user', content: [{ type: 'input_image', image_url: big }, { type: 'input_text', text: 'hi' }] }] }), 1 << 20);
   t.ok(responses.chars < 5000, `a Responses API input_image too (${responses.chars} characters)`);
 });
+
+t.test("an agent's tools come first, and an assistant's tool calls follow its content", async (t) => {
+  const tools = [{ type: 'function', function: { name: 'read_file', parameters: { type: 'object' } } }];
+  const calls = [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a.txt"}' } }];
+  const messages = [
+    { role: 'user', content: 'read a.txt' },
+    { role: 'assistant', content: null, tool_calls: calls },
+    { role: 'tool', tool_call_id: 'c1', content: 'hello' },
+  ];
+  const full = renderPromptHead({ messages, tools }, 1 << 20).text;
+  t.ok(full.startsWith(`<|tools|>\n${JSON.stringify(tools)}\n<|user|>\nread a.txt\n`), 'the tools first, as a template puts them in the system prompt');
+  t.ok(full.includes(`<|assistant|>\n${JSON.stringify(calls)}\n<|tool|>\nhello\n`), 'the call after its (empty) content');
+  const other = renderPromptHead({ messages, tools: [{ type: 'function', function: { name: 'write_file' } }] }, 1 << 20).text;
+  t.not(other.slice(0, 64), full.slice(0, 64), 'other tools: another prefix from the first block');
+  t.equal(renderPromptHead({ messages, tools: [] }, 1 << 20).text.slice(0, 9), '<|user|>\n', 'no tools: nothing');
+  const responses = renderPromptHead(promptBodyOf('responses', { input: 'hi', tools: [{ type: 'function', name: 'f' }] }), 1 << 20).text;
+  t.ok(responses.startsWith('<|tools|>\n[{"type":"function","name":"f"}]\n<|user|>\nhi\n'), "a Responses request's tools too");
+});
