@@ -108,6 +108,8 @@ export class Relay {
   private behindSince = 0;
   private refusedAt = 0;
   private stallTimer: NodeJS.Timeout | undefined;
+  /** when stallTimer fires (Infinity: none armed) */
+  private stallTimerDue = Infinity;
 
   constructor(
     private readonly owner: RelayOwner,
@@ -118,6 +120,8 @@ export class Relay {
     private readonly stallTimeoutMs = Infinity,
     /** debug_headers: the model server's own identifying headers pass too */
     debugHeaders = false,
+    /** how long a client may take no byte at all (NOT_READING_MS; shorter in tests) */
+    private readonly notReadingMs = NOT_READING_MS,
   ) {
     const contentType = upstreamHeaders['content-type'];
     const contentLength = upstreamHeaders['content-length'];
@@ -196,17 +200,28 @@ export class Relay {
   /** When the stall clock runs out, or Infinity. */
   private stallDeadline(): number {
     if (this.behindSince === 0) return Infinity;
-    const notReading = this.refusedAt === 0 ? Infinity : this.refusedAt + NOT_READING_MS;
+    const notReading = this.refusedAt === 0 ? Infinity : this.refusedAt + this.notReadingMs;
     return Math.min(notReading, this.behindSince + this.stallTimeoutMs);
   }
 
-  /** A timer for the stall deadline (one at a time; it re-arms itself while the deadline moves). */
+  /**
+   * A timer for the stall deadline (one at a time; it re-arms itself while the deadline moves). One armed
+   * for later than the deadline now is replaced: a write refused after the client took some (its
+   * not-reading clock restarts) while the timer waits for the longer client_stall_timeout.
+   */
   private armStallTimer(now: number): void {
-    if (this.stallTimer !== undefined) return;
     const deadline = this.stallDeadline();
+    if (this.stallTimer !== undefined) {
+      if (this.stallTimerDue <= deadline) return;
+      clearTimeout(this.stallTimer);
+      this.stallTimer = undefined;
+      this.stallTimerDue = Infinity;
+    }
     if (deadline === Infinity) return;
+    this.stallTimerDue = deadline;
     this.stallTimer = setTimeout(() => {
       this.stallTimer = undefined;
+      this.stallTimerDue = Infinity;
       try {
         if (!this.owner.relaying()) return;
         const at = performance.now();
@@ -219,11 +234,12 @@ export class Relay {
         if (!this.paused) {
           // the client took what was refused and the upstream read goes on: whether it caught up shows
           // at the next write; look again shortly
+          this.stallTimerDue = at + STALL_RECHECK_MS;
           this.stallTimer = setTimeout(() => this.recheckStall(), STALL_RECHECK_MS);
           this.stallTimer.unref();
           return;
         }
-        const why = this.refusedAt !== 0 && at >= this.refusedAt + NOT_READING_MS
+        const why = this.refusedAt !== 0 && at >= this.refusedAt + this.notReadingMs
           ? `the client took no byte for ${Math.round(at - this.refusedAt)} ms`
           : `the client stayed behind the model server for ${Math.round(at - this.behindSince)} ms (limits.client_stall_timeout)`;
         this.owner.clientStalled(why);
@@ -236,6 +252,7 @@ export class Relay {
 
   private recheckStall(): void {
     this.stallTimer = undefined;
+    this.stallTimerDue = Infinity;
     this.armStallTimer(performance.now());
   }
 
@@ -243,6 +260,7 @@ export class Relay {
   dispose(): void {
     if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
     this.stallTimer = undefined;
+    this.stallTimerDue = Infinity;
   }
 
   /** The gathered chunks as one buffer (empty when none), with the gap since the last write as ITL. */

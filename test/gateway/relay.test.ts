@@ -163,3 +163,23 @@ t.test('a broken stream ends with what was pending and an error event', async (t
   t.match(calls[1], ['write', /^data: \{"error":\{.*"code":"upstream_stream_broken"/]);
   t.same(calls[2], ['end', undefined, undefined]);
 });
+
+t.test('a write refused after the client took some restarts its not-reading clock, even with the long stall timer armed', async (t) => {
+  const o = { ...owner(), stalled: [] as string[] };
+  const stalling = { ...o, relaying: () => true, clientStalled: (why: string) => void o.stalled.push(why) };
+  // client_stall_timeout 10 minutes; a client that takes no byte for 100 ms is ended (5 s in service)
+  const relay = new Relay(stalling, 200, SSE_HEAD, true, 600_000, false, 100);
+  t.teardown(() => relay.dispose());
+  o.client.writable = false;
+  relay.data(Buffer.from('data: 1\n\n'));
+  await turn(); // refused: the not-reading deadline is 100 ms away
+  o.client.writableHandlers[0](); // the client took some (as the kernel's buffers grow): no deadline but the long one
+  await new Promise((resolve) => setTimeout(resolve, 150)); // the 100 ms timer has run, found nothing due, and waits for the long one
+  t.same(o.stalled, [], 'not ended: the client had taken some');
+  relay.data(Buffer.from('data: 2\n\n'));
+  await turn(); // refused again, and the client takes nothing more
+  const deadline = Date.now() + 2000;
+  while (o.stalled.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.equal(o.stalled.length, 1, 'ended within 100 ms of the second refusal, not after 10 minutes');
+  t.match(o.stalled[0], /took no byte/);
+});
