@@ -1,7 +1,7 @@
 // Images in chat messages (a vision model behind the gateway), sent with the official openai SDK: a base64
-// image weighs as an image, not as its characters (a 512 KB data URL counted as text would be 130k tokens
-// and refused by a 20k tokens-per-minute quota); the same image asked about again goes to the pod that has
-// it cached, and the mock server counts it as a model server would.
+// image weighs as an image, not as its characters (a 512 KB data URL counted as text would be 175k tokens
+// and refused by a 20k tokens-per-minute quota), as much as its pool's media_tokens says; the same image
+// asked about again goes to the pod that has it cached, and the mock server counts it as a model server would.
 import t from 'tap';
 import OpenAI from 'openai';
 import { startGateway, gatewayConfig } from '../helpers/process.js';
