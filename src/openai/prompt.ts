@@ -14,6 +14,7 @@
  */
 import { jsonLength, stringifyJson } from './json.js';
 import { CHARS_PER_TOKEN } from './tokens.js';
+import type { ApiKind } from './validate.js';
 
 /**
  * What one image, audio clip, video or file in a message weighs, in tokens: its real cost depends on the
@@ -59,7 +60,6 @@ export function mediaStandIn(part: unknown): string | undefined {
   const head = `<|${type}|${key}|>`;
   return head.length >= MEDIA_PART_CHARS ? head.slice(0, MEDIA_PART_CHARS) : head.padEnd(MEDIA_PART_CHARS, '.');
 }
-import type { ApiKind } from './validate.js';
 
 /**
  * The body as renderPrompt reads it, for each routed API: chat and completions as they are; tokenize's
