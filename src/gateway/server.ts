@@ -420,7 +420,7 @@ export class Gateway implements GatewayContext {
       );
     });
     // vLLM's liveness path on the port clients use, for probes and load balancers that can reach only that
-    // port (a vLLM server's chart probes it there): no token, nothing about the pools (the admin port's
+    // port (vLLM serves it on its API port): no token, nothing about the pools (the admin port's
     // /readyz says whether the models can be served). While draining the listener is closed: no answer.
     front.get('/health', () => jsonAnswer('200 OK', '{"status":"ok"}'));
     // DELETE /v1/responses/{id} is OpenAI's, not vLLM's: no server behind the gateway could do it (404, as any unknown route)
