@@ -9,6 +9,8 @@ import { startMocks } from '../e2e/support.js';
 import { demoAuth, mint } from './support.js';
 
 const LIMIT = 200_000;
+// minted before the gateway starts: the first token makes the dev key pair its key set names, if none yet
+await mint(['--sub', 'agent', '--models', '*', '--ttl', '10m']);
 const mocks = await startMocks(2, ['--model', 'agent-model', '--time-scale', '20', '--seed', '6']);
 t.teardown(() => mocks.kill());
 const gw = await startGateway(
