@@ -171,6 +171,14 @@ export class Relay {
     if (ok) {
       this.behindSince = 0; // caught up: the stall clock stops
       this.refusedAt = 0;
+      if (this.paused) {
+        // A chunk already on its way when the upstream was paused, taken whole with what was refused before
+        // it: the front has drained, so the upstream is read again now. Waiting for a writable event could
+        // mean waiting forever (the kernel, left nearly full, may never report one), with the stall clock
+        // stopped: the stream would hang until uWS or the client gave up.
+        this.paused = false;
+        this.owner.resumeUpstream();
+      }
     } else {
       // The client is slower than the model server: stop reading upstream until the front has drained.
       this.paused = true;

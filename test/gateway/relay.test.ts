@@ -183,3 +183,20 @@ t.test('a write refused after the client took some restarts its not-reading cloc
   t.equal(o.stalled.length, 1, 'ended within 100 ms of the second refusal, not after 10 minutes');
   t.match(o.stalled[0], /took no byte/);
 });
+
+t.test('a write taken whole after a refused one resumes the upstream: no writable event need follow', async (t) => {
+  const o = owner();
+  const relay = new Relay(o, 200, SSE_HEAD, true);
+  o.client.writable = false;
+  relay.data(Buffer.from('data: 1\n\n'));
+  await turn(); // refused: the upstream is paused
+  t.equal(o.paused, 1);
+  // a chunk already on its way when the pause took effect; the client took what was refused and this one,
+  // and the kernel, near full, may never say it is writable again
+  o.client.writable = true;
+  relay.data(Buffer.from('data: 2\n\n'));
+  await turn();
+  t.equal(o.resumed, 1, 'the upstream is read again at once');
+  t.equal(o.client.writableHandlers[0](), true);
+  t.equal(o.resumed, 1, 'a writable event after it does not resume twice');
+});
