@@ -13,6 +13,7 @@ import type { Cors } from './cors.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { FlowControl } from './flow.js';
 import type { ResponseAffinity } from './response-affinity.js';
+import type { BodyBudget } from './body.js';
 
 export interface GatewayContext {
   config: Config;
@@ -46,6 +47,12 @@ export interface GatewayContext {
   readonly responseAffinity: ResponseAffinity;
   /** each pool's retries in progress against its retry_budget (retry.ts) */
   readonly retryBudgets: RetryBudgets;
+  /**
+   * limits.max_buffered_body_bytes: the bytes request bodies hold, those being received (the front's) and
+   * those held by requests in flight (an exchange's, from its body's arrival until it ends: undici keeps a
+   * body until its answer is over, and a retry sends it again)
+   */
+  readonly bodies: BodyBudget;
   /** an exchange is over (its client's connection no longer counts) */
   onExchangeDone(ex: { readonly client: ClientSide }): void;
 }

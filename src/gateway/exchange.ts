@@ -180,6 +180,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   usage: Usage | null = null;
   /** the parsed body, kept from onBody until admission is done (the usage request may edit the bytes) */
   private parsedBody: Record<string, unknown> | undefined;
+  /** the body's bytes this exchange holds in ctx.bodies until it ends */
+  private heldBodyBytes = 0;
 
   // answer
   firstByteAt = 0;
@@ -349,6 +351,16 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
 
   onBody(raw: Buffer): void {
     if (this.phase !== 'body') return;
+    // The body stays in memory until the exchange ends (undici holds what it sends until the answer is
+    // over; a retry sends it again): it counts in the same budget as the bodies being received, so
+    // many slow requests with large bodies are refused 503 before they exhaust the process's memory.
+    if (raw.length > 0) {
+      if (!this.ctx.bodies.reserve(raw.length)) {
+        this.reject(errors.bodyBufferFull());
+        return;
+      }
+      this.heldBodyBytes = raw.length;
+    }
     if (this.stored !== undefined) {
       this.storedCall();
       return;
@@ -948,6 +960,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     }
     this.relay?.dispose();
     this.lease.release(); // once: every end passes here
+    this.ctx.bodies.release(this.heldBodyBytes);
+    this.heldBodyBytes = 0;
     const held = this.ticket !== undefined;
     this.endAttempt(outcome);
     this.ctx.inFlight--;

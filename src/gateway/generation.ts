@@ -78,6 +78,9 @@ export class GenerationContext implements GatewayContext {
   get retryBudgets() {
     return this.live.retryBudgets;
   }
+  get bodies() {
+    return this.live.bodies;
+  }
   get responseAffinity() {
     return this.live.responseAffinity;
   }

@@ -25,6 +25,7 @@ import { Exchange } from './exchange.js';
 import { connectionBound, FdGuard, openFileLimit } from './fd-guard.js';
 import { ShuttingDown, Upstreams, type UpstreamTls } from './upstreams.js';
 import { RetryBudgets } from './retry.js';
+import { BodyBudget } from './body.js';
 import { readFileSync } from 'node:fs';
 import { Admission } from './admission.js';
 import { Authenticator, isApiError, type AuthResult } from '../auth/authenticator.js';
@@ -98,6 +99,8 @@ export class Gateway implements GatewayContext {
   draining = false;
   inFlight = 0;
   readonly retryBudgets = new RetryBudgets();
+  /** limits.max_buffered_body_bytes (restart-only): bodies being received and bodies held by requests in flight */
+  readonly bodies: BodyBudget;
   private scraper: Scraper | undefined;
   private discovery: Discovery | undefined;
   private front: Front | undefined;
@@ -114,6 +117,7 @@ export class Gateway implements GatewayContext {
     /** set in a worker of `serve --workers N` */
     private readonly placement?: WorkerPlacement,
   ) {
+    this.bodies = new BodyBudget(config.limits.max_buffered_body_bytes);
     this.gen = generationOf(0, config, new Map(), new Admission(undefined));
     this.genCtx = new GenerationContext(this, this.gen);
     this.router = new Router(routerConfig(config), {
@@ -128,7 +132,7 @@ export class Gateway implements GatewayContext {
     );
     this.metrics = new GatewayMetrics({
       pools: () => [...this.poolViews(Date.now())].map(([pool, endpoints]) => ({ pool, endpoints })),
-      bufferedBodyBytes: () => this.front?.bodyBudget.inUse ?? 0,
+      bufferedBodyBytes: () => this.bodies.inUse,
       openConnections: () => this.front?.openConnections ?? 0,
       storedResponseIds: () => this.responseAffinity?.size ?? 0,
       readiness: () => {
@@ -210,7 +214,7 @@ export class Gateway implements GatewayContext {
       onHandlerError,
       onAnswered: (facts, status, answer) => this.frontAnswered(facts, status, answer),
       joinShared: this.placement !== undefined,
-      maxBufferedBodyBytes: limits.max_buffered_body_bytes,
+      bodyBudget: this.bodies,
       cors: this.cors,
       connections: {
         max: bound.max,

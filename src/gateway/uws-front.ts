@@ -33,8 +33,11 @@ export interface FrontOptions {
   tls?: { cert: string; key: string };
   /** A bug in a handler: log it and say what to answer (the process goes on). */
   onHandlerError(err: unknown): Answer;
-  /** the bytes that request bodies being gathered may hold together (default: no bound) */
-  maxBufferedBodyBytes?: number;
+  /**
+   * the bytes that request bodies may hold together (default: no bound): those being gathered here, and
+   * those the owner's requests still hold after they were handed on (see GatewayContext.bodies)
+   */
+  bodyBudget?: BodyBudget;
   /** cross-origin access (cors.ts): the headers every answer carries for its Origin, and preflights */
   cors?: CorsPolicy;
   /**
@@ -196,7 +199,7 @@ export class Front {
     this.headTooLarge = opts.headTooLarge ?? { status: '431 Request Header Fields Too Large' };
     this.limits = opts.connections;
     this.cors = opts.cors;
-    this.bodyBudget = new BodyBudget(opts.maxBufferedBodyBytes ?? Infinity);
+    this.bodyBudget = opts.bodyBudget ?? new BodyBudget(Infinity);
     this.shared = opts.tls !== undefined;
     this.joinShared = opts.joinShared === true;
     this.app = opts.tls ? this.sslApp(opts.tls) : this.uws.App();

@@ -342,7 +342,7 @@ export class GatewayMetrics {
     this.quotaBackendUp.set(1);
     new client.Gauge({
       name: 'infergate_request_body_buffered_bytes',
-      help: 'Bytes held by request bodies being received, all connections together (bounded by limits.max_buffered_body_bytes).',
+      help: 'Bytes held by request bodies, all connections together: those being received and those of requests in flight (bounded by limits.max_buffered_body_bytes).',
       registers,
       collect() {
         this.set(source.bufferedBodyBytes?.() ?? 0);

@@ -1,11 +1,13 @@
-// Request bodies through a real gateway: a body in one-byte chunks arrives whole, and the bodies being
-// received share one budget (`limits.max_buffered_body_bytes`): the request that would pass it gets a 503
-// with Retry-After, and a client that leaves with its body half-sent gives its share back at once.
+// Request bodies through a real gateway: a body in one-byte chunks arrives whole, and request bodies share
+// one budget (`limits.max_buffered_body_bytes`), those being received and those of requests in flight
+// (kept until their answers end): the request that would pass it gets a 503 with Retry-After, and a
+// client that leaves with its body half-sent gives its share back at once.
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
 import { request } from 'undici';
 import { startGateway, gatewayConfig, until } from '../helpers/process.js';
-import { startUpstream, CHAT_JSON } from '../helpers/upstream.js';
+import { startUpstream, CHAT_JSON, type Behaviour } from '../helpers/upstream.js';
+import type { ServerResponse } from 'node:http';
 
 const up = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON));
 const gw = await startGateway(gatewayConfig([up.endpoint], { over: { limits: { max_body_bytes: '1mb', max_buffered_body_bytes: '64kb' } } }));
@@ -98,4 +100,42 @@ t.test('the request that would pass the shared budget is a 503 with Retry-After;
   t.equal(await until(async () => ((await buffered()) === 0 ? 'zero' : ''), 5_000, 'nothing held'), 'zero', 'handed on: nothing held');
   const metrics = await (await request(`${gw.adminUrl}/metrics`)).body.text();
   t.match(metrics, /infergate_rejected_total\{reason="overloaded"[^}]*\} 1/, 'counted as a rejection');
+});
+
+t.test('a body stays in the budget while its request is in flight: the next one that would pass it is a 503, until the first ends', async (t) => {
+  // the model server holds each request until the test lets it answer
+  const held: ServerResponse[] = [];
+  const answerNow: Behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  up.behaviour = (_req, res) => void held.push(res);
+  t.teardown(() => {
+    up.behaviour = answerNow;
+    for (const res of held) if (!res.writableEnded) answerNow(undefined as never, res, undefined as never);
+  });
+  const before = up.received.length;
+  // A: 40,000 bytes, sent whole; the model server has it and has not answered
+  const a = await open(headFor(40_000));
+  a.sock.write(bodyOf(40_000));
+  await until(() => up.received.length > before, 5_000, 'A to reach the model server');
+  t.equal(await buffered(), 40_000, "A's body is still held: undici keeps it until the answer ends");
+  // B: 30,000 more would pass 64 KiB
+  const b = await open(headFor(30_000));
+  b.sock.write(bodyOf(30_000));
+  await until(() => b.answer().includes('\r\n\r\n'), 5_000, "B's answer");
+  t.match(b.answer(), /^HTTP\/1\.1 503 /, 'B is refused while A is in flight');
+  t.match(b.answer(), /retry-after: 1\r\n/i);
+  t.match(b.answer(), /"code":"request_buffers_full"/);
+  t.equal(up.received.length, before + 1, 'B never reached the model server');
+  b.sock.destroy();
+  // A's answer ends: its share goes back, and B's retry is served
+  answerNow(undefined as never, held[0], undefined as never);
+  await until(() => a.answer().includes('\r\n\r\n'), 5_000, "A's answer");
+  t.match(a.answer(), /^HTTP\/1\.1 200 /);
+  a.sock.destroy();
+  t.equal(await until(async () => ((await buffered()) === 0 ? 'zero' : ''), 5_000, "A's share to return"), 'zero', 'nothing held once A ended');
+  up.behaviour = answerNow;
+  const retry = await open(headFor(30_000));
+  retry.sock.write(bodyOf(30_000));
+  await until(() => retry.answer().includes('\r\n\r\n'), 5_000, "the retry's answer");
+  t.match(retry.answer(), /^HTTP\/1\.1 200 /, 'the retry is served');
+  retry.sock.destroy();
 });
