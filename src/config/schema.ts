@@ -182,7 +182,7 @@ const limits = z
     max_audio_body_bytes: size('25mb').describe(
       'The largest body accepted on the audio APIs (/v1/audio/transcriptions and /translations: a form with the audio file; OpenAI takes files up to 25 MB), in place of max_body_bytes there (a size).',
     ),
-    /** Request bodies being received, all connections together: past it a request is answered 503. */
+    /** Request bodies being received or held by requests in flight, all connections together: past it a request is answered 503. */
     max_buffered_body_bytes: size('256mb').describe('Request bodies being received or held by requests in flight (until their answers end), all connections together, past which a new request is answered 503 (a size).'),
     max_header_bytes: size('16kb').describe("The largest request head (request line and headers) accepted, on both listeners (a size)."),
     /** Objects and arrays nested deeper than this in a request body are refused (400 json_too_deep). */

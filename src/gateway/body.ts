@@ -3,7 +3,8 @@
  * route's limit), so a body costs about its own bytes whatever its chunking: a body sent one byte per chunk
  * used to cost a Buffer object per byte (~100 bytes of heap each). And all bodies being gathered share one
  * budget (`limits.max_buffered_body_bytes`): past it a request is refused (503) instead of allocating, and
- * a body's share returns to the budget as soon as it is handed on or its client leaves.
+ * a body's share returns to the budget as soon as it is handed on or its client leaves. The exchange that
+ * takes a body then holds its bytes in the same budget until it ends (exchange.ts, onBody and finish).
  */
 import { EMPTY } from './buffers.js';
 
