@@ -6,7 +6,7 @@ import t from 'tap';
 import { connect, type Socket } from 'node:net';
 import { request } from 'undici';
 import { startGateway, gatewayConfig, until } from '../helpers/process.js';
-import { startUpstream, CHAT_JSON, type Behaviour } from '../helpers/upstream.js';
+import { startUpstream, CHAT_JSON } from '../helpers/upstream.js';
 import type { ServerResponse } from 'node:http';
 
 const up = await startUpstream((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON));
@@ -105,11 +105,12 @@ t.test('the request that would pass the shared budget is a 503 with Retry-After;
 t.test('a body stays in the budget while its request is in flight: the next one that would pass it is a 503, until the first ends', async (t) => {
   // the model server holds each request until the test lets it answer
   const held: ServerResponse[] = [];
-  const answerNow: Behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const answer = (res: ServerResponse) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
+  const answerNow = up.behaviour;
   up.behaviour = (_req, res) => void held.push(res);
   t.teardown(() => {
     up.behaviour = answerNow;
-    for (const res of held) if (!res.writableEnded) answerNow(undefined as never, res, undefined as never);
+    for (const res of held) if (!res.writableEnded) answer(res);
   });
   const before = up.received.length;
   // A: 40,000 bytes, sent whole; the model server has it and has not answered
@@ -127,7 +128,7 @@ t.test('a body stays in the budget while its request is in flight: the next one 
   t.equal(up.received.length, before + 1, 'B never reached the model server');
   b.sock.destroy();
   // A's answer ends: its share goes back, and B's retry is served
-  answerNow(undefined as never, held[0], undefined as never);
+  answer(held[0]);
   await until(() => a.answer().includes('\r\n\r\n'), 5_000, "A's answer");
   t.match(a.answer(), /^HTTP\/1\.1 200 /);
   a.sock.destroy();
