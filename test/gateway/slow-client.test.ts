@@ -25,6 +25,9 @@ function logLines(gw: RunningGateway): LogLine[] {
     .map((l) => JSON.parse(l) as LogLine);
 }
 
+/** The gateway's last log lines, for a failure's message. */
+const tail = (gw: RunningGateway) => () => `the gateway's last log lines:\n${gw.proc.stdout().split('\n').slice(-12).join('\n')}${gw.proc.stderr().slice(-1000)}`;
+
 function open(gw: RunningGateway): Promise<Socket> {
   const { hostname, port } = new URL(gw.url);
   return new Promise((resolve, reject) => {
@@ -68,7 +71,7 @@ t.test('a request body slower than uWS allows is answered 408 before uWS would c
   t.match(text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
   t.match(text, /\r\nConnection: close\r\n/i);
   t.match(text, /"code":"request_timeout"/);
-  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 408), 5_000, 'the access-log line');
+  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 408), 5_000, 'the access-log line', tail(gw));
   t.equal(line.closed_by, 'gateway');
   t.equal(up.received.length, 0, 'nothing reached the upstream');
 });
@@ -80,9 +83,9 @@ t.test('a client that does not read its stream: the gateway ends it after client
   sock.pause(); // reads nothing from now on
   const body = chatBody({ stream: true });
   sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-  const warn = await until(() => logLines(gw).find((l) => l.msg.startsWith('client stalled')), 60_000, 'the stall log line');
+  const warn = await until(() => logLines(gw).find((l) => l.msg.startsWith('client stalled')), 60_000, 'the stall log line', tail(gw));
   t.match(warn.why, /client_stall_timeout/, 'the reason names the limit');
-  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 408 && l.closed_by === 'gateway' && l !== undefined), 5_000, 'the access-log line');
+  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 408 && l.closed_by === 'gateway' && l !== undefined), 5_000, 'the access-log line', tail(gw));
   t.equal(line.closed_by, 'gateway', 'the access log says the gateway closed it (not 499)');
   await until(() => up.received.length > before && up.received[before].closedEarly, 5_000, 'the upstream request cancelled');
   sock.resume();
@@ -97,7 +100,7 @@ t.test('a client that leaves mid-stream is logged 499, closed by the client', as
   sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
   await new Promise((resolve) => sock.once('data', resolve));
   sock.destroy();
-  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 499), 5_000, 'the access-log line');
+  const line = await until(() => logLines(gw).find((l) => l.msg === 'request' && l.status === 499), 5_000, 'the access-log line', tail(gw));
   t.equal(line.closed_by, 'client');
   await until(() => up.received.length > before && up.received[before].closedEarly, 5_000, 'the upstream request cancelled');
 });
@@ -112,7 +115,7 @@ t.test('with a long client_stall_timeout, a client that takes no byte is ended b
   sock.pause();
   const body = chatBody({ stream: true });
   sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-  const line = await until(() => logLines(patient).find((l) => l.msg === 'request'), 20_000, 'the access-log line');
+  const line = await until(() => logLines(patient).find((l) => l.msg === 'request'), 20_000, 'the access-log line', tail(patient));
   t.equal(line.status, 408, 'not 499: uWS did not get to cut it first');
   t.equal(line.closed_by, 'gateway');
   t.match(logLines(patient).find((l) => l.msg.startsWith('client stalled'))?.why, /took no byte/);

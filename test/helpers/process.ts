@@ -162,13 +162,16 @@ export async function startGateway(config: unknown, env: NodeJS.ProcessEnv = {})
   return { url, adminUrl, file, proc, stop: () => proc.kill('SIGTERM') };
 }
 
-/** Poll `check` until it returns a truthy value, or fail after `ms`. */
-export async function until<T>(check: () => T | Promise<T>, ms = 5_000, what = 'condition'): Promise<T> {
+/**
+ * Poll `check` until it returns a truthy value, or fail after `ms`; `explain` adds what the failure
+ * message should carry besides (a process's last log lines), so that a failure in CI can be read.
+ */
+export async function until<T>(check: () => T | Promise<T>, ms = 5_000, what = 'condition', explain?: () => string): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await check();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}${explain ? `\n${explain()}` : ''}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
