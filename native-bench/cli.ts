@@ -38,11 +38,11 @@ const SCENARIOS: Record<string, { usage: string; options: Options; hidden?: bool
   policies: {
     usage: `policies   [--trace FILE | --generate NAME] [--endpoints N] [--time-scale X] [--requests LIMIT] [--seed 1]
              [--policies round_robin,least_request,scored] [--lag-bound-ms 50] [--drain-s 120]
-             [--metrics-interval-ms 50] [--stale-after-ms 1000] [--slo-ttft 2s[,5s]] [--slo-itl 100ms] [--no-sim]
-             [${ENGINE_FLAGS.map(([f]) => `--${f} N`).join(' ')}] [--out DIR]`,
+             [--metrics-interval-ms 50] [--stale-after-ms 1000] [--slo-ttft 1s,2s,5s] [--slo-itl 100ms]
+             [--slo-headline 2s] [--no-sim] [${ENGINE_FLAGS.map(([f]) => `--${f} N`).join(' ')}] [--out DIR]`,
     options: {
       trace: str, generate: str, endpoints: str, 'time-scale': str, requests: str, seed: str, policies: str, 'lag-bound-ms': str,
-      'drain-s': str, 'metrics-interval-ms': str, 'stale-after-ms': str, 'slo-ttft': str, 'slo-itl': str, 'no-sim': flag, out: str,
+      'drain-s': str, 'metrics-interval-ms': str, 'stale-after-ms': str, 'slo-ttft': str, 'slo-itl': str, 'slo-headline': str, 'no-sim': flag, out: str,
       ...Object.fromEntries(ENGINE_FLAGS.map(([f]) => [f, str])),
     },
   },

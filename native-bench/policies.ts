@@ -20,7 +20,8 @@ import { generateWorkload } from '../src/sim/generators.js';
 import { loadTrace, traceRequestText } from '../src/sim/trace.js';
 import { runSimulation } from '../src/sim/simulate.js';
 import { SIM_MODEL } from '../src/sim/config.js';
-import type { SimRequest, RunResult as SimRun } from '../src/sim/types.js';
+import type { PerRequestItl, SimRequest, RunResult as SimRun } from '../src/sim/types.js';
+import { perRequestItl } from '../src/sim/stats.js';
 import type { EngineProfile } from '../src/engine/index.js';
 import { renderPrompt } from '../src/openai/prompt.js';
 import { INFERGATE_CLI, Progress, REPO_ROOT, freePortRange, numOpt, round, sleep, startProcess, summarize, writeResult, type Proc, type Summary } from './common.js';
@@ -242,6 +243,10 @@ async function runLivePolicy(policy: string, reqs: SimRequest[], s: LiveSettings
   return summarizeLive(policy, reqs.length, outcomes, lags, t0, lastEnd, poller!, mocks.endpoints, s);
 }
 
+function scaledPerRequest(f: PerRequestItl, scale: (x: Summary) => Summary): PerRequestItl {
+  return { requests: f.requests, mean: scale(f.mean), p99: scale(f.p99) };
+}
+
 function summarizeLive(policy: string, n: number, outcomes: Array<StreamOutcome | null>, lags: Float64Array, t0: number, lastEnd: number, poller: MetricsPoller, endpoints: string[], s: LiveSettings): LiveRun {
   const X = s.timeScale;
   const ok = outcomes.filter((o): o is StreamOutcome => !!o && o.status === 200 && !o.error);
@@ -288,6 +293,7 @@ function summarizeLive(policy: string, n: number, outcomes: Array<StreamOutcome 
     rejected,
     ttft_ms: scale(real.ttft_ms),
     itl_ms: scale(real.itl_ms),
+    itl_per_request_ms: scaledPerRequest(perRequestItl(ok.map((o) => o.itlMs)), scale),
     e2e_ms: scale(real.e2e_ms),
     throughput_rps: round(real.throughput_rps / X),
     output_tokens_per_s: round(real.output_tokens_per_s / X, 1),
@@ -358,7 +364,7 @@ export async function runPolicies(opts: Map<string, string>): Promise<number> {
     if (ms === null || !(ms > 0)) throw new Error(`--${name} takes durations with a unit, such as 2s or 100ms, not "${v}"`);
     return ms;
   });
-  const slos = sloSpecs(durationList('slo-ttft'), durationList('slo-itl')?.[0]);
+  const slos = sloSpecs(durationList('slo-ttft'), durationList('slo-itl')?.[0], durationList('slo-headline')?.[0]);
   const engineArgs: string[] = [];
   const profile: Partial<EngineProfile> = {};
   for (const [flag, key] of ENGINE_FLAGS) {

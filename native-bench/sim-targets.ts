@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkOverloadTargets, generateWorkload, loadTrace, runSimulation, type SimRequest } from '../src/sim/index.js';
 import { poolSettingsFromFile, type PoolSettings } from '../src/sim/config.js';
+import { headlineOf } from '../src/sim/slo.js';
 import { writeResult } from './common.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -73,7 +74,7 @@ export async function runSimTargets(opts: Map<string, string>): Promise<void> {
         const rep = checkOverloadTargets(res, workload === 'no-sharing');
         const fig = (p: string): Figures => {
           const r = res.runs.find((x) => x.policy === p)!;
-          return { shed_share: r.shed_share, goodput_rps: r.slo[0]?.goodput_rps ?? 0, hit_rate: r.prefix_cache_hit_rate };
+          return { shed_share: r.shed_share, goodput_rps: headlineOf(r.slo)?.goodput_rps ?? 0, hit_rate: r.prefix_cache_hit_rate };
         };
         cells.push({ workload, scale, seed, applies: rep.applies, oracle: fig('oracle'), scored: fig('scored'), least_request: fig('least_request'), checks: rep.checks });
         const miss = rep.checks.filter((c) => !c.pass).length;

@@ -7,6 +7,7 @@
  * offered-TTFT CDF (shed and failed requests never arrive, so a policy's curve tops out at its attainment),
  * and, for live runs, each endpoint's load over time. Pure: input in, HTML string out.
  */
+import { headlineOf } from '../sim/slo.js';
 import type { RunFigures, Summary } from '../sim/types.js';
 import { cdfPoints, escapeXml, lineChart, type Series } from './svg.js';
 
@@ -72,8 +73,8 @@ function columns(sloLabel: string | null): Column[] {
   ];
   if (sloLabel) {
     cols.push(
-      { head: 'goodput/s', group: sloLabel, get: (r) => r.slo?.[0]?.goodput_rps, better: 'high' },
-      { head: 'attained', group: sloLabel, get: (r) => r.slo?.[0]?.attainment, better: 'high', show: (v) => pct(v ?? undefined) },
+      { head: 'goodput/s', group: sloLabel, get: (r) => headlineOf(r.slo)?.goodput_rps, better: 'high' },
+      { head: 'attained', group: sloLabel, get: (r) => headlineOf(r.slo)?.attainment, better: 'high', show: (v) => pct(v ?? undefined) },
       { head: 'p50', group: 'TTFT, offered, ms', get: (r) => r.ttft_offered_ms?.p50 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
       { head: 'p99', group: 'TTFT, offered, ms', get: (r) => r.ttft_offered_ms?.p99 ?? Infinity, better: 'low', show: (v) => (v === Infinity ? 'shed' : num(v, 0)) },
     );
@@ -83,6 +84,7 @@ function columns(sloLabel: string | null): Column[] {
     { head: 'p99', group: 'TTFT (done), ms', get: s((r) => r.ttft_ms, 'p99'), better: 'low', show: (v) => num(v, 0) },
     { head: 'p50', group: 'ITL ms', get: s((r) => r.itl_ms, 'p50'), better: 'low', show: (v) => num(v, 1) },
     { head: 'p99', group: 'ITL ms', get: s((r) => r.itl_ms, 'p99'), better: 'low', show: (v) => num(v, 1) },
+    { head: 'req p99', group: 'ITL ms', get: (r) => r.itl_per_request_ms?.mean.p99, better: 'low', show: (v) => (v === undefined || v === null ? '-' : num(v, 1)) },
     { head: 'p50', group: 'e2e ms', get: s((r) => r.e2e_ms, 'p50'), better: 'low', show: (v) => num(v, 0) },
     { head: 'p99', group: 'e2e ms', get: s((r) => r.e2e_ms, 'p99'), better: 'low', show: (v) => num(v, 0) },
     { head: 'req/s', group: 'throughput', get: (r) => r.throughput_rps, better: 'high' },
@@ -93,16 +95,16 @@ function columns(sloLabel: string | null): Column[] {
 }
 
 function sloLabelOf(runs: RunFigures[]): string | null {
-  const slo = runs.find((r) => r.slo?.length)?.slo?.[0];
+  const slo = headlineOf(runs.find((r) => r.slo?.length)?.slo);
   return slo ? `at TTFT ≤ ${msText(slo.ttft_ms)}, ITL ≤ ${msText(slo.itl_ms)}` : null;
 }
 
-/** The verdict line: the policy with the most goodput at the first SLO (or throughput without SLO figures). */
+/** The verdict line: the policy with the most goodput at the headline SLO (or throughput without SLO figures). */
 export function verdict(inp: ReportInput): { text: string; winner: string | null } {
   const yard = new Set(inp.yardsticks ?? []);
   const runs = inp.policies.map((p) => p.run);
   const label = sloLabelOf(runs);
-  const score = (r: RunFigures): number => (label ? r.slo?.[0]?.goodput_rps ?? 0 : r.throughput_rps);
+  const score = (r: RunFigures): number => (label ? headlineOf(r.slo)?.goodput_rps ?? 0 : r.throughput_rps);
   const what = label ? `goodput ${label}` : 'throughput';
   const ranked = runs.filter((r) => !yard.has(r.policy)).sort((a, b) => score(b) - score(a));
   const validity = inp.valid ? 'The run is valid.' : `The run is NOT valid: ${inp.invalidReason ?? 'see below'}.`;
@@ -158,7 +160,9 @@ function figuresTable(inp: ReportInput, yard: Set<string>): string {
 <tbody>${body.join('\n')}</tbody></table></div>
 <p class="note">Green: the best value of its column among the candidate policies; red: the worst. "TTFT (done)" counts
 completed requests only; "TTFT, offered" counts every request, a shed or failed one as never served ("shed": the
-percentile falls on one). Throughput is completions per second; goodput counts only those within the objective.</p>`;
+percentile falls on one). ITL p50 and p99 pool every gap between tokens; "req p99" is the 99th percentile over
+requests of each one's mean gap (what the objective's ITL bound judges). Throughput is completions per second;
+goodput counts only those within the objective.</p>`;
 }
 
 function agreementTable(rows: Agreement[]): string {
@@ -223,8 +227,8 @@ h1{font-size:22px;margin:0 0 10px} h2{font-size:18px;margin:22px 0 6px} h3{font-
 .warnbox{background:#fff4e0;border-left:6px solid #d98e04;padding:8px 12px}
 .wide{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:8px 0 6px;font-size:12.5px}
-th,td{border:1px solid #ccc;padding:3px 5px;text-align:right;white-space:nowrap}
-thead th{background:#f3f3f3;text-align:center} tbody th{text-align:left;white-space:normal}
+th,td{border:1px solid #ccc;padding:3px 4px;text-align:right;white-space:nowrap}
+thead th{background:#f3f3f3;text-align:center} thead tr:first-child th{white-space:normal} tbody th{text-align:left;white-space:normal}
 td.better{background:#dff1e4;color:#14532d;font-weight:600} td.worse{background:#fbe3e1;color:#7f1d1d}
 small.worse{color:#b3261e}
 td.agree{color:#1d4e89} td.apart{color:#1d4e89;font-weight:700;text-decoration:underline dotted}

@@ -12,7 +12,7 @@ import { SIM_POLICIES, SIM_YARDSTICKS, checkPolicies, runSimulation } from './si
 import { parseDuration } from '../common/units.js';
 import { renderReport, type ReportPolicy } from '../report/report.js';
 import { REPLICA_SHARES, type ReplicaOptions, type ReplicaShare } from './router-policy.js';
-import { sloSpecs } from './slo.js';
+import { headlineOf, sloSpecs } from './slo.js';
 import { formatTable, TABLE_LEGEND } from './table.js';
 import { checkOverloadTargets, checkTargets, formatOverloadTargets, formatTargets } from './targets.js';
 import { loadTrace, toTraceJsonl } from './trace.js';
@@ -69,19 +69,23 @@ Replicas (several gateways, each with its own router, behind a client-side sprea
                             a periodic publisher sends them (default 0: at every change)
   --spread round_robin|random   how requests are spread over replicas (default round_robin)
 Yardstick:
-  --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 2s): a request meets an SLO
-                            when it completed within the bound and its mean gap between tokens ≤ --slo-itl;
-                            rejected and failed requests count as misses; the oracle never sheds a
-                            request some server could answer within the first bound
+  --slo-ttft D[,D...]       time-to-first-token bounds, one SLO each (default 1s,2s,5s): a request meets
+                            an SLO when it completed within the bound and its mean gap between tokens ≤
+                            --slo-itl; rejected and failed requests count as misses; the JSON's slo[] has
+                            one entry per bound
   --slo-itl D               the mean inter-token bound (default 100ms); durations need a unit (ms, s, m)
+  --slo-headline D          the headline SLO, one of the --slo-ttft bounds (default: the first bound given,
+                            or 2s with the default bounds): the table's slo% and good/s, the --html
+                            verdict, --targets and --tune use it (marked "headline": true in slo[]), and
+                            the oracle never sheds a request some server could answer within it
 Output:
   --json FILE               the result JSON (a list of scales: {"sweep": [result, ...]})
   --html FILE               a self-contained HTML report: a verdict (which policy has the most goodput at
-                            the first SLO), the figures with best/worst marked, the offered-TTFT CDF
+                            the headline SLO), the figures with best/worst marked, the offered-TTFT CDF
   --targets                 check the routing-quality targets and the overload targets (src/sim/README.md)
                             on each result
-  --tune                    search the scored policy's scorer weights for the most goodput at the first
-                            SLO (--slo-ttft, --slo-itl) over --tune-scales and --tune-inputs, choosing the
+  --tune                    search the scored policy's scorer weights for the most goodput at the headline
+                            SLO (--slo-headline, --slo-itl) over --tune-scales and --tune-inputs, choosing the
                             weights with the smallest worst-case regret; prints a table per input and a
                             YAML block to paste into a config (src/sim/README.md, "Tuning")
   --tune-inputs A,B,...     what to tune on (default: the --trace/--generate workload): generator names,
@@ -213,6 +217,7 @@ async function run(argv: string[], io: SimIo): Promise<number> {
         spread: { type: 'string' },
         'slo-ttft': { type: 'string' },
         'slo-itl': { type: 'string' },
+        'slo-headline': { type: 'string' },
         json: { type: 'string' },
         html: { type: 'string' },
         targets: { type: 'boolean' },
@@ -270,10 +275,16 @@ async function run(argv: string[], io: SimIo): Promise<number> {
     spread,
   };
 
-  const slos = sloSpecs(
-    list(values['slo-ttft'])?.map((v) => duration(v, 'slo-ttft')),
-    values['slo-itl'] === undefined ? undefined : duration(values['slo-itl'], 'slo-itl'),
-  );
+  let slos: ReturnType<typeof sloSpecs>;
+  try {
+    slos = sloSpecs(
+      list(values['slo-ttft'])?.map((v) => duration(v, 'slo-ttft')),
+      values['slo-itl'] === undefined ? undefined : duration(values['slo-itl'], 'slo-itl'),
+      values['slo-headline'] === undefined ? undefined : duration(values['slo-headline'], 'slo-headline'),
+    );
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 
   const pool: PoolSettings = values.config !== undefined ? poolSettingsFromFile(values.config) : {};
 
@@ -343,7 +354,7 @@ async function run(argv: string[], io: SimIo): Promise<number> {
     } catch (e) {
       throw new UsageError((e as Error).message);
     }
-    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: slos[0], holdout, maxLoss, jobs, constraints, log: (l) => io.err(`${l}\n`) });
+    const report = await tune({ inputs, scales: tuneScales, endpoints, profile, pool, seed, budget, slo: headlineOf(slos)!, holdout, maxLoss, jobs, constraints, log: (l) => io.err(`${l}\n`) });
     io.out(formatTuneReport(report));
     if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ tune: report }, null, 2) + '\n');
     return 0;

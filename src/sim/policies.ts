@@ -68,7 +68,7 @@ export function greedyEstimatePolicy(engines: readonly Engine[], admission?: Ora
  * Endpoints are tried in the order of their estimate and each forward run stops once it is slower than the
  * best so far, so most runs are short. It sheds only when every endpoint is over the pool's saturation
  * thresholds (true state, as `admission`) **and** none could give a first token within `deadlineMs` (the
- * first SLO's TTFT bound): it never refuses a request that some endpoint could serve in time.
+ * headline SLO's TTFT bound): it never refuses a request that some endpoint could serve in time.
  */
 export function oraclePolicy(engines: readonly Engine[], admission?: OracleAdmission, deadlineMs = 2000): SimPolicy {
   let rot = 0;

@@ -5,7 +5,7 @@
  * callers that compare per request, one `RequestRecord` per request when it ends.
  */
 import { DEFAULT_SLOS, offeredFigures, type SloSpec } from './slo.js';
-import { Samples, round, summarize } from './stats.js';
+import { Samples, perRequestItl, round, summarize } from './stats.js';
 import type { RunResult, SimRequest } from './types.js';
 import { FATE_ERROR, FATE_REJECTED, classFigures } from './priority.js';
 
@@ -38,6 +38,8 @@ export class RunStats {
   private readonly queueWaitOf: Float64Array;
   private readonly ttft = new Samples();
   private readonly itl = new Samples();
+  /** the request each `itl` sample belongs to, for the per-request figures */
+  private readonly itlOwner = new Samples();
   private readonly e2e = new Samples();
   private completed = 0;
   private errors = 0;
@@ -88,6 +90,7 @@ export class RunStats {
   token(i: number, index: number, at: number): void {
     if (index > 0) {
       this.itl.push(at - this.lastAt[i]);
+      this.itlOwner.push(i);
       this.lastAt[i] = at;
     }
   }
@@ -136,6 +139,7 @@ export class RunStats {
       rejected: this.rejected,
       ttft_ms: summarize(this.ttft),
       itl_ms: summarize(this.itl),
+      itl_per_request_ms: perRequestItl(this.gapsOfCompleted()),
       e2e_ms: summarize(this.e2e),
       throughput_rps: round(this.completed / durationS),
       output_tokens_per_s: round(this.outputTokens / durationS),
@@ -146,6 +150,22 @@ export class RunStats {
       ...perPriority(classFigures(this.requests, this.doneTtftOf, this.fateOf, this.queueWaitOf)),
       ...offeredFigures(this.doneTtftOf, this.meanItlOf, this.rejected, durationS, this.slos),
     };
+  }
+
+  /** Each completed request's gaps between tokens, as views of one array grouped by request. */
+  private *gapsOfCompleted(): Generator<Float64Array> {
+    const n = this.requests.length;
+    const gaps = this.itl.values();
+    const owners = this.itlOwner.values();
+    const start = new Int32Array(n + 1);
+    for (let k = 0; k < owners.length; k++) start[owners[k] + 1]++;
+    for (let i = 0; i < n; i++) start[i + 1] += start[i];
+    const fill = start.slice(0, n);
+    const grouped = new Float64Array(gaps.length);
+    for (let k = 0; k < gaps.length; k++) grouped[fill[owners[k]]++] = gaps[k];
+    for (let i = 0; i < n; i++) {
+      if (!Number.isNaN(this.doneTtftOf[i]) && start[i + 1] > start[i]) yield grouped.subarray(start[i], start[i + 1]);
+    }
   }
 
   private fate(index: number, outcome: RequestRecord['outcome'], endAt: number, out = 0): void {

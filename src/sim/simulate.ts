@@ -7,7 +7,7 @@ import { runLoop, type LoopOptions } from './loop.js';
 import { greedyEstimatePolicy, oraclePolicy } from './policies.js';
 import { endpointName, routerPolicy, type ReplicaOptions } from './router-policy.js';
 import type { RequestRecord } from './run-stats.js';
-import { DEFAULT_SLOS, type SloSpec } from './slo.js';
+import { DEFAULT_SLOS, headlineOf, type SloSpec } from './slo.js';
 import type { RunResult, SimRequest, SimResult } from './types.js';
 
 /** The router's policies (in the order runs are reported) and the two yardsticks with full knowledge. */
@@ -85,7 +85,7 @@ export function runPolicy(
   const setup = simConfig(names, models, opts.pool);
   const sat = setup.pool.saturation;
   const admission = { queueDepth: sat.queue_depth, kvCache: sat.kv_cache };
-  const deadlineMs = (opts.slos ?? DEFAULT_SLOS)[0]?.ttftMs ?? DEFAULT_SLOS[0].ttftMs;
+  const deadlineMs = (headlineOf(opts.slos) ?? headlineOf(DEFAULT_SLOS)!).ttftMs;
   const make =
     policy === 'oracle'
       ? (engines: Parameters<typeof oraclePolicy>[0]) => oraclePolicy(engines, admission, deadlineMs)

@@ -1,5 +1,5 @@
 /** Percentiles and summaries, rounded so the JSON is stable and readable. */
-import type { Summary } from './types.js';
+import type { PerRequestItl, Summary } from './types.js';
 
 /** A growable Float64Array (ITL samples can number in the hundreds of thousands). */
 export class Samples {
@@ -12,6 +12,10 @@ export class Samples {
       this.buf = nb;
     }
     this.buf[this.length++] = x;
+  }
+  /** The samples in the order pushed (a view: valid until the next push). */
+  values(): Float64Array {
+    return this.buf.subarray(0, this.length);
   }
   /** A sorted copy of the samples. */
   sorted(): Float64Array {
@@ -46,4 +50,22 @@ export function summarize(s: Samples | number[]): Summary {
     p99: round(percentile(sorted, 0.99)),
     mean: round(sorted.length ? sum / sorted.length : 0),
   };
+}
+
+/**
+ * Per-request ITL (`RunFigures.itl_per_request_ms`): each request's gaps between tokens (any order) → its
+ * mean and its p99 (interpolated, as `summarize`), then those summarized over the requests that have a gap.
+ */
+export function perRequestItl(gapsPerRequest: Iterable<ArrayLike<number>>): PerRequestItl {
+  const means: number[] = [];
+  const p99s: number[] = [];
+  for (const gaps of gapsPerRequest) {
+    if (gaps.length === 0) continue;
+    const sorted = Float64Array.from(gaps).sort();
+    let sum = 0;
+    for (let i = 0; i < sorted.length; i++) sum += sorted[i];
+    means.push(sum / sorted.length);
+    p99s.push(percentile(sorted, 0.99));
+  }
+  return { requests: means.length, mean: summarize(means), p99: summarize(p99s) };
 }

@@ -1,4 +1,5 @@
 /** The compact table `infergate simulate` prints. */
+import { headlineOf } from './slo.js';
 import type { SimResult } from './types.js';
 
 const COLS: Array<[string, (r: SimResult['runs'][number]) => string]> = [
@@ -12,13 +13,14 @@ const COLS: Array<[string, (r: SimResult['runs'][number]) => string]> = [
   ['mean', (r) => ms(r.ttft_ms.mean)],
   ['itl p50', (r) => ms(r.itl_ms.p50)],
   ['p99', (r) => ms(r.itl_ms.p99)],
+  ['req p99', (r) => (r.itl_per_request_ms ? ms(r.itl_per_request_ms.mean.p99) : '-')],
   ['e2e p50', (r) => ms(r.e2e_ms.p50)],
   ['p99', (r) => ms(r.e2e_ms.p99)],
   ['req/s', (r) => r.throughput_rps.toFixed(2)],
   ['tok/s', (r) => r.output_tokens_per_s.toFixed(0)],
   ['hit%', (r) => (r.prefix_cache_hit_rate * 100).toFixed(1)],
-  ['slo%', (r) => (r.slo.length ? (r.slo[0].attainment * 100).toFixed(1) : '-')],
-  ['good/s', (r) => (r.slo.length ? r.slo[0].goodput_rps.toFixed(2) : '-')],
+  ['slo%', (r) => { const s = headlineOf(r.slo); return s ? (s.attainment * 100).toFixed(1) : '-'; }],
+  ['good/s', (r) => headlineOf(r.slo)?.goodput_rps.toFixed(2) ?? '-'],
 ];
 
 function ms(x: number): string {
@@ -42,11 +44,14 @@ export function formatTable(res: SimResult): string {
 /** What the table's columns mean, printed once under the last table. */
 export const TABLE_LEGEND = `columns: done = requests completed, err = failed, rej = refused with 429 (every endpoint saturated);
 ttft = time to first token, itl = gap between tokens, e2e = whole request (ms of engine time; "12.3s" = seconds);
+itl p50/p99 pool every gap of every request; req p99 = the 99th percentile over requests of each one's mean gap
+(what --slo-itl bounds; the JSON's itl_per_request_ms also has each request's own p99 gap);
 percentiles are over completed requests only, so compare rej too; req/s = completions per second; tok/s =
 output tokens per second; hit% = prompt tokens served from the engines' prefix caches; slo% = share of all
-offered requests (rejected and failed ones count as misses) that completed within the first SLO (--slo-ttft,
-default 2s, and mean inter-token gap ≤ --slo-itl, default 100ms); good/s = those requests per second (goodput).
+offered requests (rejected and failed ones count as misses) that completed within the headline SLO (TTFT ≤
+--slo-headline, default 2s, and mean inter-token gap ≤ --slo-itl, default 100ms; the JSON has every --slo-ttft
+bound, default 1s, 2s, 5s); good/s = those requests per second (goodput).
 oracle = a yardstick, not a policy to deploy: for each request it runs a copy of every engine's true state forward
 and picks the exact lowest TTFT (ignoring later arrivals); it sheds only when every engine is saturated and none
-could answer within the first SLO's TTFT. greedy_estimate = the same choice on an O(queue) estimate of that TTFT.
+could answer within the headline SLO's TTFT. greedy_estimate = the same choice on an O(queue) estimate of that TTFT.
 `;

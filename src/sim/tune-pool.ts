@@ -69,7 +69,7 @@ export class LocalRunner {
       seed: this.setup.seed,
       slos: [this.setup.slo],
     });
-    const s = run.slo[0];
+    const s = run.slo[0]; // the one objective passed
     return { goodput_rps: s.goodput_rps, attainment: s.attainment, shed_share: run.shed_share };
   }
 

@@ -16,7 +16,7 @@ import { simConfig, type PoolSettings } from './config.js';
 import { endpointName } from './router-policy.js';
 import { LocalRunner, WorkerPool, type RunSetup, type RunTask, type ScaleFigures } from './tune-pool.js';
 import type { ConstraintCheck, TuneConstraint } from './tune-constraints.js';
-import { DEFAULT_SLOS, type SloSpec } from './slo.js';
+import { DEFAULT_SLOS, headlineOf, type SloSpec } from './slo.js';
 import { round } from './stats.js';
 import { minimaxPick, regrets } from './tune-objective.js';
 import type { SimRequest } from './types.js';
@@ -325,7 +325,7 @@ const rel = (best: number, g: number) => (best > 0 ? round(Math.max(0, (best - g
 export async function tune(opts: TuneOptions): Promise<TuneReport> {
   const budget = Math.max(1, opts.budget ?? 30);
   const log = opts.log ?? (() => {});
-  const slo = opts.slo ?? DEFAULT_SLOS[0];
+  const slo = opts.slo ?? headlineOf(DEFAULT_SLOS)!;
   const maxLoss = opts.maxLoss ?? Infinity;
   const names = opts.inputs.map((i) => i.name);
   if (names.length === 0) throw new RangeError('no inputs to tune on');

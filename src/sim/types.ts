@@ -52,6 +52,18 @@ export interface RunFigures extends Partial<OfferedFigures> {
   throughput_rps: number;
   output_tokens_per_s: number;
   prefix_cache_hit_rate: number;
+  /**
+   * The gap between tokens per request, beside `itl_ms` (every gap of every request pooled): each completed
+   * request's mean gap and its own p99 gap, and the distribution of each over those requests (those with at
+   * least two output tokens, counted in `requests`). A request's mean gap is what `--slo-itl` bounds.
+   */
+  itl_per_request_ms?: PerRequestItl;
+}
+
+export interface PerRequestItl {
+  requests: number;
+  mean: Summary;
+  p99: Summary;
 }
 
 /** One simulated policy's run: the spec's figures plus the simulator's extras. */

@@ -40,7 +40,7 @@ t.test('a tiny policies run writes valid JSON and an HTML report with charts', {
     t.type(run.lag.p99_ms, 'number');
     t.equal(run.per_endpoint.length, 2);
     t.equal(run.shed_share, Math.round((run.rejected / 12) * 1e4) / 1e4, `${run.policy}: shed share`);
-    t.same(run.slo.map((x: { ttft_ms: number; itl_ms: number }) => [x.ttft_ms, x.itl_ms]), [[2000, 100]], 'the default objective');
+    t.same(run.slo.map((x: { ttft_ms: number; itl_ms: number; headline?: boolean }) => [x.ttft_ms, x.itl_ms, x.headline ?? false]), [[1000, 100, false], [2000, 100, true], [5000, 100, false]], 'the default objectives, 2 s the headline');
     t.ok(run.slo[0].attainment >= 0 && run.slo[0].attainment <= run.completed / 12, 'attainment over offered requests');
     t.same(Object.keys(run.ttft_offered_ms), ['p50', 'p90', 'p99']);
   }

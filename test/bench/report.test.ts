@@ -62,16 +62,25 @@ t.test('the verdict names the goodput winner, the margin, and leaves yardsticks 
 });
 
 t.test('the offered-request yardstick', async (t) => {
-  const { offeredFigures, sloSpecs } = await import('../../src/sim/slo.js');
+  const { headlineOf, offeredFigures, sloSpecs } = await import('../../src/sim/slo.js');
   // 4 offered: 2 completed fast, 1 completed slow (ITL too high), 1 shed
   const f = offeredFigures([100, 300, 200, NaN], [10, 20, 500, NaN], 1, 2, sloSpecs([250, 1000], 100));
   t.equal(f.shed_share, 0.25);
   t.same(f.slo, [
-    { ttft_ms: 250, itl_ms: 100, attainment: 0.25, goodput_rps: 0.5 },
+    { ttft_ms: 250, itl_ms: 100, attainment: 0.25, goodput_rps: 0.5, headline: true },
     { ttft_ms: 1000, itl_ms: 100, attainment: 0.5, goodput_rps: 1 },
-  ]);
+  ], 'the first bound given is the headline');
   t.same(f.ttft_offered_ms, { p50: 200, p90: null, p99: null }, 'percentiles that fall on the shed request are null');
-  t.same(sloSpecs(undefined, undefined), [{ ttftMs: 2000, itlMs: 100 }], 'the default objective');
+  t.same(sloSpecs(undefined, undefined), [
+    { ttftMs: 1000, itlMs: 100 },
+    { ttftMs: 2000, itlMs: 100, headline: true },
+    { ttftMs: 5000, itlMs: 100 },
+  ], 'the default objectives (issue #17: 1 s, 2 s, 5 s), 2 s the headline');
+  t.same(sloSpecs([1000, 2000], 50, 2000), [{ ttftMs: 1000, itlMs: 50 }, { ttftMs: 2000, itlMs: 50, headline: true }], 'a headline named among the bounds');
+  t.same(sloSpecs(undefined, undefined, 5000).map((s) => s.headline ?? false), [false, false, true], 'a headline among the default bounds');
+  t.throws(() => sloSpecs([1000, 2000], undefined, 3000), /--slo-headline 3000ms is not one of the --slo-ttft bounds \(1000ms, 2000ms\)/);
+  t.same(headlineOf([{ ttft_ms: 1 }, { ttft_ms: 2 }]), { ttft_ms: 1 }, 'a list without a mark (an older result file): the first');
+  t.equal(headlineOf(undefined), undefined);
 });
 
 t.test('wrk output parsing and script', async (t) => {

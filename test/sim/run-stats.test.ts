@@ -77,3 +77,32 @@ t.test('SLO attainment over offered requests: a rejection and a failure are miss
   // offered TTFTs sorted: 50, 150, never, never → p50 (rank 2) is 150, p90 and p99 fall on the unserved
   t.same(r.ttft_offered_ms, { p50: 150, p90: null, p99: null });
 });
+
+t.test('ITL per request: each completed request\'s mean and p99 gap, then their distribution (hand-computed)', async (t) => {
+  // #0 and #1 stream at once (their tokens interleave); #2 has one output token (no gap); #3 streams, then
+  // fails (not completed: left out, as its gaps are of an answer that never ended)
+  const requests = [req(0), req(0), req(0), req(0)];
+  const s = new RunStats(requests, 2);
+  for (const i of [0, 1, 2, 3]) {
+    s.dispatched(i, i % 2);
+    s.firstToken(i, 10, 10, 0);
+    s.token(i, 0, 10);
+  }
+  s.token(0, 1, 20); // #0 gaps: 10, 30
+  s.token(1, 1, 14); // #1 gaps: 4, 4, 100
+  s.token(3, 1, 500);
+  s.token(1, 2, 18);
+  s.token(0, 2, 50);
+  s.token(1, 3, 118);
+  s.completedAt(0, 50, 3);
+  s.completedAt(1, 118, 4);
+  s.completedAt(2, 10, 1);
+  s.failedAt(3, 600);
+  const r = s.result('p', 0);
+  t.equal(r.itl_per_request_ms?.requests, 2, 'two completed requests have a gap');
+  // means: #0 20, #1 36; p99s (interpolated): #0 10 + 0.99 × 20 = 29.8, #1 4 + 0.98 × 96 = 98.08 (rank 1.98 of 0..2)
+  t.same(r.itl_per_request_ms?.mean, { p50: 28, p90: 34.4, p99: 35.84, mean: 28 });
+  t.same(r.itl_per_request_ms?.p99, { p50: 63.94, p90: 91.252, p99: 97.397, mean: 63.94 });
+  // pooled: 4, 4, 10, 30, 100 and the failed request's 490 → p50 20, p90 295, p99 470.5, mean 106.333
+  t.same(r.itl_ms, { p50: 20, p90: 295, p99: 470.5, mean: 106.333 }, 'the pooled figure, beside it, mixes every gap');
+});
