@@ -25,12 +25,17 @@ const DEBUG_RESPONSE_HEADERS = new Set(['x-mock-endpoint', 'server']);
  */
 export const BUFFER_LIMIT = 1 << 20;
 
-/** The model server's response headers as they are passed on (repeated ones as several lines). */
+/**
+ * The model server's response headers as they are passed on (repeated ones as several lines). Those it
+ * names in its Connection header are hop-by-hop too (RFC 9110 §7.6.1), as on the request side.
+ */
 export function relayedHeaders(headers: Record<string, string | string[] | undefined>, debug = false): Array<[string, string | Buffer]> {
   const list: Array<[string, string | Buffer]> = [];
+  const named = connectionNamed(headers.connection);
   for (const key in headers) {
     const v = headers[key];
     if (v === undefined || DROP_RESPONSE_HEADERS.has(key) || (!debug && DEBUG_RESPONSE_HEADERS.has(key))) continue;
+    if (named?.has(key)) continue;
     // CORS is the gateway's to answer (the `cors` section): a model server's own (vLLM allows any origin by
     // default) would open the gateway to every page
     if (key.startsWith('access-control-')) continue;
@@ -38,6 +43,19 @@ export function relayedHeaders(headers: Record<string, string | string[] | undef
     else list.push([key, asSent(v)]);
   }
   return list;
+}
+
+/** The header names listed in a Connection header (one or several lines), lower-cased; none: undefined. */
+function connectionNamed(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const names = new Set<string>();
+  for (const line of Array.isArray(value) ? value : [value]) {
+    for (const name of line.split(',')) {
+      const n = name.trim().toLowerCase();
+      if (n !== '') names.add(n);
+    }
+  }
+  return names;
 }
 
 const NON_ASCII = /[^\x00-\x7f]/;

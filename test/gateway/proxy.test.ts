@@ -101,6 +101,19 @@ t.test('headers named in the client\'s Connection header are not forwarded', asy
   t.equal(rec.headers['x-end'], 'e', 'other headers kept');
 });
 
+t.test('headers named in the model server\'s Connection header are not passed back', async (t) => {
+  up.behaviour = (_req, res) => {
+    // node writes its own Connection header; the raw head below sends ours as a model server might
+    res.socket!.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(CHAT_JSON)}\r\nconnection: keep-alive, X-Secret\r\nx-secret: 1\r\nx-kept: 2\r\n\r\n${CHAT_JSON}`);
+    res.socket!.end();
+  };
+  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: chatBody() });
+  t.equal(await res.body.text(), CHAT_JSON, 'the answer passes');
+  t.equal(res.statusCode, 200);
+  t.notOk('x-secret' in res.headers, 'x-secret dropped');
+  t.equal(res.headers['x-kept'], '2', 'other headers kept');
+});
+
 t.test('an alias is rewritten to its target model', async (t) => {
   up.behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(CHAT_JSON);
   const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'alias', messages: [{ role: 'user', content: 'x' }] }) });

@@ -15,6 +15,12 @@ t.test('hop-by-hop, framing and our own headers are not passed back; repeated on
   t.same(list, [['content-type', 'text/event-stream'], ['set-cookie', 'a=1'], ['set-cookie', 'b=2'], ['x-upstream', 'yes']]);
 });
 
+t.test("headers the model server names in its Connection header are hop-by-hop: not passed back (RFC 9110 §7.6.1)", async (t) => {
+  t.same(relayedHeaders({ connection: 'keep-alive, X-Secret ,x-two', 'x-secret': '1', 'x-two': '2', 'x-kept': '3' }), [['x-kept', '3']]);
+  t.same(relayedHeaders({ connection: ['close', 'X-Secret'], 'x-secret': '1', 'x-kept': '3' }), [['x-kept', '3']], 'over several Connection lines');
+  t.same(relayedHeaders({ connection: ' , ', 'x-kept': '3' }), [['x-kept', '3']], 'empty names name nothing');
+});
+
 t.test("a model server's CORS headers are not passed back (CORS is the gateway's: the cors section)", async (t) => {
   const list = relayedHeaders({
     'content-type': 'application/json', 'access-control-allow-origin': '*', 'access-control-allow-credentials': 'true',
