@@ -31,7 +31,8 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import { createServer as createNetServer } from 'node:net';
 import * as sea from 'node:sea';
 import client from 'prom-client';
-import { request } from 'undici';
+import { getGlobalDispatcher, request, type Dispatcher } from 'undici';
+import { errorBody, errors, statusLine } from '../openai/errors.js';
 import type { Config } from '../config/schema.js';
 import { isLearnMessage } from '../cluster/ipc.js';
 import { createLogger, effectiveLevel, type Logger } from '../observability/logger.js';
@@ -377,7 +378,17 @@ class Parent {
           else res.destroy();
         });
       });
-      srv.on('clientError', (_err, socket) => socket.destroy());
+      // a head over max_header_bytes is answered 431 as a single process's admin port answers it; any other
+      // unreadable request only closes the connection. No answer is written while one to an earlier request
+      // on the connection has begun (the check Node's own default makes, on its socket's current response)
+      srv.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+        const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+        if (err.code === 'HPE_HEADER_OVERFLOW' && socket.writable && (!current || !current.headersSent)) {
+          const e = errors.headersTooLarge(this.config.limits.max_header_bytes);
+          const body = errorBody(e);
+          socket.end(`HTTP/1.1 ${statusLine(e.status)}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+        } else socket.destroy();
+      });
       srv.once('error', (err: NodeJS.ErrnoException) =>
         reject(new Error(`cannot listen on ${host}:${port} (admin): ${err.code === 'EADDRINUSE' ? 'in use' : err.message}`)),
       );
@@ -389,14 +400,24 @@ class Parent {
     return [...this.workers.values()].filter((w) => w.state === 'ready' && w.adminUrl !== undefined).sort((a, b) => a.id - b.id);
   }
 
+  /**
+   * The parent answers GET and HEAD on its own paths (the summed metrics, health, readiness, the worker
+   * list); every other request goes to one worker as it came (method and raw path), so that the admin port
+   * answers as a single process's does: 404 for an unknown path whatever the method, OPTIONS 204 and other
+   * methods 405 on a known one, dot segments not resolved.
+   */
   private async adminRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('allow', 'GET, HEAD');
-      adminError(res, 405, 'method_not_allowed', `${req.method} is not allowed on the admin port.`);
+    const method = req.method ?? 'GET';
+    const path = url.split('?')[0];
+    if (PARENT_ADMIN_PATHS.has(path) && method !== 'GET' && method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD, OPTIONS');
+      if (method === 'OPTIONS') {
+        res.statusCode = 204;
+        res.end();
+      } else adminError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path.slice(0, 200)}.`);
       return;
     }
-    const path = url.split('?')[0];
     if (path === '/metrics') return this.metrics(res);
     if (path === '/healthz') {
       const n = this.ready().length;
@@ -427,7 +448,9 @@ class Parent {
       adminError(res, 400, 'invalid_field', 'The request target must be a path.');
       return;
     }
-    const answer = await request(`${w.adminUrl}${url}`, { method: req.method, headersTimeout: 5_000, bodyTimeout: 5_000 });
+    // the path as it came (a URL string would be normalised: /debug/../metrics would reach /metrics); a request
+    // body, which no admin route reads, is not sent on
+    const answer = await getGlobalDispatcher().request({ origin: w.adminUrl, path: url, method: method as Dispatcher.HttpMethod, headersTimeout: 5_000, bodyTimeout: 5_000 });
     res.statusCode = answer.statusCode;
     for (const h of ['content-type', 'cache-control', 'allow']) {
       const v = answer.headers[h];
@@ -487,6 +510,9 @@ class Parent {
     res.end(await merged.metrics());
   }
 }
+
+/** The admin paths the parent answers itself (GET and HEAD); all others are a worker's. */
+const PARENT_ADMIN_PATHS = new Set(['/metrics', '/healthz', '/readyz', '/debug/workers']);
 
 function json(res: ServerResponse, status: number, body: unknown): void {
   res.statusCode = status;

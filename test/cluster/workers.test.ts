@@ -165,6 +165,28 @@ t.test("the parent's admin port: metrics summed over the workers, health from th
   t.equal((await fetch(`${gw.adminUrl}/metrics`, { method: 'POST' })).status, 405, 'POST on the admin port: 405');
 });
 
+t.test("the parent's admin port answers odd requests as a single process's does", async (t) => {
+  const admin = new Client(gw.adminUrl);
+  t.teardown(() => admin.close());
+  // undici's Client sends the path as given (fetch would resolve dot segments before sending)
+  const ask = async (method: 'GET' | 'POST' | 'OPTIONS' | 'DELETE', path: string, headers: Record<string, string> = {}) => {
+    const r = await admin.request({ method, path, headers });
+    const body = await r.body.text();
+    return { status: r.statusCode, allow: r.headers.allow, body };
+  };
+  t.match(await ask('OPTIONS', '/metrics'), { status: 204, allow: 'GET, HEAD, OPTIONS' }, 'OPTIONS on a path of its own: 204 with Allow');
+  t.match(await ask('OPTIONS', '/debug/pools'), { status: 204, allow: 'GET, HEAD, OPTIONS' }, "OPTIONS on a worker's path: 204 with Allow");
+  t.match(await ask('DELETE', '/healthz'), { status: 405, allow: 'GET, HEAD, OPTIONS' }, 'another method on a known path: 405 with Allow');
+  for (const path of ['/nope', '/v1/chat/completions']) {
+    t.match(await ask('POST', path), { status: 404, body: /"code":"not_found"/ }, `POST ${path}: 404, whatever the method`);
+  }
+  for (const path of ['/debug/../metrics', '/%2e%2e/metrics', '/debug/pools/../../metrics']) {
+    t.match(await ask('GET', path), { status: 404, body: /"code":"not_found"/ }, `GET ${path}: 404, dot segments not resolved`);
+  }
+  const big = await ask('GET', '/healthz', { 'x-big': 'a'.repeat(40_000) });
+  t.match(big, { status: 431, body: /"code":"headers_too_large"/ }, 'a head over max_header_bytes: 431 with an OpenAI-style body');
+});
+
 t.test('without Redis, a conversation whose turns reach different workers stays on its mock', async (t) => {
   const crossed: number[] = [];
   const hitsBefore = await Promise.all(mocks.endpoints.map((e) => mockMetric(e, 'vllm:prefix_cache_hits_total')));
