@@ -33,6 +33,9 @@ t.test('a wrong method on a known client path: 405 method_not_allowed, with Allo
     ['POST', '/v1/models', 'GET, HEAD, OPTIONS'],
     ['DELETE', '/v1/models/org%2Ftest-model', 'GET, HEAD, OPTIONS'],
     ['PATCH', '/v1/models/anything/at/all', 'GET, HEAD, OPTIONS'],
+    // relayed to the model server that stored it: no HEAD (README, "HTTP surface")
+    ['HEAD', '/v1/responses/resp_abc', 'GET, OPTIONS'],
+    ['PUT', '/v1/responses/resp_abc', 'GET, OPTIONS'],
   ];
   for (const [method, path, allow] of cases) {
     const r = await call(gw.url, method, path);
