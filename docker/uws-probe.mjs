@@ -78,6 +78,10 @@ report('pipelined: fast then fast', await exchange('GET /fast HTTP/1.1\r\nHost: 
   const r = await exchange('POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked;q=1\r\n\r\n3\r\nabc\r\n0\r\n\r\n');
   console.log(`Transfer-Encoding: chunked;q=1: ${statuses(r.out)}; ${/got [^\r\n]*$/m.exec(r.out)?.[0] ?? 'no body'}`);
 }
+for (const [what, chunks] of [['a chunk extension (3;foo=bar)', '3;foo=bar\r\nabc\r\n0\r\n\r\n'], ['one on the last chunk (0;x=y)', '3\r\nabc\r\n0;x=y\r\n\r\n']]) {
+  const r = await exchange(`POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}`);
+  console.log(`${what}: ${statuses(r.out)}; ${/got [^\r\n]*$/m.exec(r.out)?.[0] ?? 'no body'}${r.closed ? ', closed' : ''}`);
+}
 {
   const r = await exchange(Buffer.from('GET /hdr HTTP/1.1\r\nHost: x\r\nx-v: café\r\n\r\n', 'utf8'));
   console.log(`header value "café" (UTF-8) arrives as: ${r.out.split('\r\n\r\n')[1] ?? 'no answer'}`);
