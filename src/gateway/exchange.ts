@@ -190,6 +190,8 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
   /** the error answered (its code), and why the gateway refused the request, for the access log */
   errorCode: string | undefined;
   rejectReason: string | undefined;
+  /** why the last failed try to a model server failed (undici's error code, else its message), for the access log */
+  upstreamError: string | undefined;
   /** made once the model server's answer is accepted (no retry) */
   private relay: Relay | undefined;
 
@@ -772,6 +774,7 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
       return;
     }
     const timeout = isTimeout(err);
+    this.upstreamError = ((err as { code?: string }).code || err.message || 'unknown').slice(0, 200);
     this.ctx.metrics.upstreamErrors.inc({ pool: this.pool, kind: timeout ? 'timeout' : this.phase === 'streaming' ? 'stream' : 'connect' });
     if (this.phase === 'upstream') {
       // No answer byte yet: another endpoint, if the failure proves this one did not take the request

@@ -44,6 +44,8 @@ export interface ExchangeRecord {
   readonly firstByteAt: number;
   /** who ended it before its end: the client leaving (logged 499) or the gateway (a client too slow) */
   readonly closedBy?: 'client' | 'gateway';
+  /** why the last failed try to a model server failed (exchanges only) */
+  readonly upstreamError?: string;
   /** its flow-control class once decided (at admission), and how long it waited in its pool's queue (0: it did not) */
   readonly priorityClass?: string;
   readonly queuedMs?: number;
@@ -112,6 +114,7 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
         attempts: ex.attempts, retries,
         trace_id: ex.span.traceId, span_id: ex.span.spanId,
         closed_by: ex.closedBy,
+        upstream_error: ex.upstreamError,
         priority: ex.priorityClass,
         queued_ms: ex.queuedMs ? Math.round(ex.queuedMs * 10) / 10 : undefined,
       },
@@ -142,6 +145,7 @@ export function recordExchange(ctx: GatewayContext, ex: ExchangeRecord, status: 
       'error.type': ex.errorCode,
       'infergate.reject_reason': ex.rejectReason,
       'infergate.closed_by': ex.closedBy,
+      'infergate.upstream_error': ex.upstreamError,
     };
     ex.span.end(a, status >= 500);
   }

@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import { parse } from 'yaml';
 import { startGateway, gatewayConfig, runCli, ROOT, freePort } from '../helpers/process.js';
 import { startMocks, scrape, metric, until } from '../e2e/support.js';
+import { startUpstream } from '../helpers/upstream.js';
 
 async function mint(sub: string, models: string): Promise<string> {
   const p = runCli(['token', '--sub', sub, '--models', models, '--ttl', '10m']);
@@ -26,6 +27,9 @@ demoAuth.jwt.jwks_file = join(ROOT, 'config', 'dev-keys', 'jwks.json');
 const mock = await startMocks(1, ['--model', 'test-model', '--time-scale', '20', '--seed', '3']);
 t.teardown(() => mock.kill());
 const deadPort = await freePort();
+// a model server that takes each request and resets the connection before any answer
+const resetting = await startUpstream((_req, res) => res.socket!.destroy());
+t.teardown(() => resetting.close());
 const base = gatewayConfig(mock.endpoints, {
   pool: { policy: 'scored' },
   over: {
@@ -38,8 +42,12 @@ const base = gatewayConfig(mock.endpoints, {
 });
 const config = {
   ...base,
-  models: [...base.models, { name: 'dead-model', pool: 'dead' }],
-  pools: { ...base.pools, dead: { endpoints: [`127.0.0.1:${deadPort}`], policy: 'round_robin', metrics: { interval: '100ms', stale_after: '1s' } } },
+  models: [...base.models, { name: 'dead-model', pool: 'dead' }, { name: 'reset-model', pool: 'reset' }],
+  pools: {
+    ...base.pools,
+    dead: { endpoints: [`127.0.0.1:${deadPort}`], policy: 'round_robin', metrics: { interval: '100ms', stale_after: '1s' } },
+    reset: { endpoints: [resetting.endpoint], policy: 'round_robin' },
+  },
 };
 const gw = await startGateway(config);
 t.teardown(() => gw.stop());
@@ -169,6 +177,17 @@ t.test('502/503: a pool whose only endpoint is down', async (t) => {
   const l = await lineOf(s.id);
   common(t, l, s, 'POST', '/v1/chat/completions');
   t.match(l, { pool: 'dead', code: /^(upstream_unavailable|no_endpoint)$/ });
+});
+
+t.test('502: a model server that resets the connection; the line says why the try failed', async (t) => {
+  const s = await send('/v1/chat/completions', { token: alice, body: chatBody({ model: 'reset-model' }) });
+  t.equal(s.status, 502);
+  const l = await lineOf(s.id);
+  common(t, l, s, 'POST', '/v1/chat/completions');
+  t.match(l, { pool: 'reset', code: 'upstream_unavailable', attempts: 1, upstream_error: /^(UND_ERR_SOCKET|ECONNRESET)$/ });
+  const ok = await send('/v1/chat/completions', { token: alice, body: chatBody() });
+  t.equal(ok.status, 200);
+  t.equal((await lineOf(ok.id)).upstream_error, undefined, 'none on a request whose tries did not fail');
 });
 
 t.test('framing cut: no answer, still a line', async (t) => {
