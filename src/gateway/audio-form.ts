@@ -43,14 +43,25 @@ function delimiters(raw: Buffer, boundary: string, atMost: number): number {
 }
 
 /**
- * The form of an audio request sent to `path`, or the error to answer: 415 when the body is not declared
- * a multipart form, 400 when it does not parse as one, has too many parts, or lacks what the API needs (a
- * `file` part, one `model`, a boolean `stream` if any).
+ * What an audio request's Content-Type already decides, before its body: 415 when the body is not declared
+ * a multipart form, 400 when the form type has no boundary; undefined when it is a form with one.
+ */
+export function formTypeProblem(path: string, contentType: string | undefined): ApiError | undefined {
+  const boundary = formBoundary(contentType);
+  if (boundary === undefined) return errors.notMultipart(path);
+  if (boundary === '') return errors.invalidMultipart('its Content-Type has no boundary');
+  return undefined;
+}
+
+/**
+ * The form of an audio request sent to `path`, or the error to answer: those of `formTypeProblem`, and 400
+ * when it does not parse as a form, has too many parts, or lacks what the API needs (a `file` part, one
+ * `model`, a boolean `stream` if any).
  */
 export async function readAudioForm(path: string, raw: Buffer, contentType: string | undefined): Promise<AudioForm | { error: ApiError }> {
-  const boundary = formBoundary(contentType);
-  if (boundary === undefined) return { error: errors.notMultipart(path) };
-  if (boundary === '') return { error: errors.invalidMultipart('its Content-Type has no boundary') };
+  const typeProblem = formTypeProblem(path, contentType);
+  if (typeProblem !== undefined) return { error: typeProblem };
+  const boundary = formBoundary(contentType)!;
   // counted on the bytes before anything is parsed: a body of a million empty parts is refused at once
   if (delimiters(raw, boundary, MAX_FORM_PARTS + 1) > MAX_FORM_PARTS + 1) return { error: errors.invalidMultipart(`it has more than ${MAX_FORM_PARTS} parts`) };
   let form: FormData;

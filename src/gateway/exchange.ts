@@ -28,7 +28,7 @@ import type { GatewayContext } from './context.js';
 import { choose, type PickTarget } from './pick.js';
 import { recordExchange, type ExchangeRecord } from './record.js';
 import { Relay, type RelayOwner } from './relay.js';
-import { addForwardedFor, addUpstreamHeaders, checkBody, headRefusal, maxBodyOf, readRequest, withModel } from './request-checks.js';
+import { addForwardedFor, addUpstreamHeaders, checkBody, formHeadRefusal, headRefusal, maxBodyOf, readRequest, withModel } from './request-checks.js';
 import { formForServer, readAudioForm, type AudioForm } from './audio-form.js';
 import { isApiError, type AuthResult } from '../auth/authenticator.js';
 import type { Identity } from '../auth/claims.js';
@@ -222,7 +222,9 @@ export class Exchange implements ClientHandler, UpstreamListener, RelayOwner, Pi
     this.fwdHeaders.traceparent = formatTraceparent(this.span.traceId, this.span.spanId, this.span.sampled);
     if (parent === null) delete this.fwdHeaders.tracestate;
     ctx.inFlight++;
-    const refusal = headRefusal(facts, ctx.config.limits, ctx.draining, maxBodyOf(ctx.config.limits, kind));
+    const refusal =
+      headRefusal(facts, ctx.config.limits, ctx.draining, maxBodyOf(ctx.config.limits, kind)) ??
+      (isAudioKind(kind) ? formHeadRefusal(this.path, this.fwdHeaders['content-type'], facts.declaredLength) : undefined);
     if (refusal?.cut) this.cut(refusal.error);
     else if (refusal) this.reject(refusal.error, refusal.closeConnection);
     else {

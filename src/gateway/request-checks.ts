@@ -7,6 +7,7 @@ import { bodyProblem, isAudioKind, problemMessage, type ApiKind } from '../opena
 import { errors, type ApiError } from '../openai/errors.js';
 import { scanJson } from '../openai/json.js';
 import type { ClientRequest } from './client.js';
+import { formTypeProblem } from './audio-form.js';
 
 /** Request headers never forwarded upstream: hop-by-hop ones, those we set ourselves, and the client's credentials. */
 const DROP_REQUEST_HEADERS = new Set([
@@ -157,6 +158,15 @@ export function headRefusal(facts: RequestFacts, limits: HeadLimits, draining: b
     return { error: errors.invalidField('content-length', 'The Content-Length header is not a number.'), closeConnection: true };
   }
   return undefined;
+}
+
+/**
+ * An audio API's head refused for its Content-Type (not a multipart form: 415; no boundary: 400), decided
+ * before the body as the other 413/415s are, so that a client is not left to upload 25 MB to be refused.
+ */
+export function formHeadRefusal(path: string, contentType: string | undefined, declaredLength: number): HeadRefusal | undefined {
+  const error = formTypeProblem(path, contentType);
+  return error === undefined ? undefined : { error, closeConnection: declaredLength > DISCARD_LIMIT };
 }
 
 /** A body that passed: a JSON object with a non-empty string `model` and a sound structure. */

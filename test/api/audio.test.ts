@@ -5,6 +5,7 @@
 // refused before any server is asked.
 import t from 'tap';
 import { execFile } from 'node:child_process';
+import { connect } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -180,4 +181,33 @@ t.test('refusals: OpenAI-style errors from the gateway, before any server is ask
   t.equal((await post(gw.url, P, form([['model', MODEL]]), {}, otherToken)).status, 403, 'a token for other models: 403');
   t.equal((await post(gw.url, '/v1/audio/translations', form([['model', MODEL]]), {}, null)).status, 401, 'no token: 401');
   t.equal(await audioSeen(), before, 'no server was asked');
+});
+
+t.test('a Content-Type that is not a form is refused from the head: the client need not send the body', async (t) => {
+  const url = new URL(gw.url);
+  // only the head of a 1 MB upload (the limit here) is sent; the answer must come without its body
+  const headOnly = (contentType: string) =>
+    new Promise<string>((resolve, reject) => {
+      const sock = connect(Number(url.port), url.hostname);
+      let got = '';
+      const done = setTimeout(() => { sock.destroy(); resolve(got); }, 4_000);
+      sock.on('data', (d: Buffer) => {
+        got += d.toString('latin1');
+        const end = got.indexOf('\r\n\r\n');
+        const len = /content-length: (\d+)/i.exec(got.slice(0, end));
+        if (end > 0 && len && got.length >= end + 4 + Number(len[1])) {
+          clearTimeout(done);
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      sock.write(`POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: ${contentType}\r\nContent-Length: 1000000\r\n\r\n`);
+    });
+  const json = await headOnly('application/json');
+  t.match(json, /^HTTP\/1\.1 415 /, 'application/json: 415 at once');
+  t.match(json, /"code":"unsupported_content_type"/);
+  const noBoundary = await headOnly('multipart/form-data');
+  t.match(noBoundary, /^HTTP\/1\.1 400 /, 'a form type without a boundary: 400 at once');
+  t.match(noBoundary, /"code":"invalid_multipart"/);
 });
