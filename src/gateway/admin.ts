@@ -36,9 +36,11 @@ export function adminRoutes(front: Front, gw: AdminView): void {
     const missing = r.models.filter((m) => !m.ready).map((m) => ({ model: m.model, missing: m.missing }));
     return jsonAnswer('503 Service Unavailable', JSON.stringify({ status: 'not ready', ready_when: r.ready_when, models_not_ready: missing }));
   });
-  front.get('/debug/pools', (head) => jsonAnswer('200 OK', head ? '' : JSON.stringify(gw.router.debugPools(Date.now()), null, 2)));
-  front.get('/debug/state', (head) => jsonAnswer('200 OK', head ? '' : JSON.stringify(gatewayState(gw, Date.now()))));
-  front.get('/debug/decisions', (head, query) => {
+  // HEAD answers are built as GET's are (the front sends no body): their Content-Length is the GET body's
+  // (on uWS 20.57; 20.30 sends none), as on every other route
+  front.get('/debug/pools', () => jsonAnswer('200 OK', JSON.stringify(gw.router.debugPools(Date.now()), null, 2)));
+  front.get('/debug/state', () => jsonAnswer('200 OK', JSON.stringify(gatewayState(gw, Date.now()))));
+  front.get('/debug/decisions', (_head, query) => {
     const ring = gw.decisions;
     const max = ring?.capacity ?? 0;
     const raw = new URLSearchParams(query).get('n');
@@ -46,13 +48,11 @@ export function adminRoutes(front: Front, gw: AdminView): void {
     if (!(n >= 0 && n <= max)) {
       return errorAnswer(errors.invalidField('n', `n must be a whole number from 0 to ${max} (admin.decisions).`));
     }
-    if (head) return jsonAnswer('200 OK', '');
     const list = ring?.last(n) ?? [];
     return jsonAnswer('200 OK', JSON.stringify({ capacity: max, count: list.length, decisions: list.map(decisionJson) }, null, 1));
   });
   const contentType = gw.metrics.registry.contentType;
-  front.get('/metrics', (head): Answer | Promise<Answer> => {
-    if (head) return { status: '200 OK', contentType };
+  front.get('/metrics', (): Answer | Promise<Answer> => {
     return gw.metrics.registry.metrics().then(
       (text) => ({ status: '200 OK', contentType, body: text }),
       (err: unknown) => {
