@@ -35,9 +35,9 @@ app.get('/hdr', (res, req) => res.end(JSON.stringify(req.getHeader('x-v'))));
 const port = await new Promise((resolve) => app.listen('127.0.0.1', 0, (tok) => resolve(uws.us_socket_local_port(tok))));
 
 /** Sends raw bytes; collects what comes back until the peer closes or `ms` pass. */
-function exchange(bytes, ms = 1500) {
+function exchange(bytes, ms = 1500, halfClose = false) {
   return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
+    const s = net.connect(port, '127.0.0.1', { allowHalfOpen: true });
     let out = '';
     let closed = false;
     s.on('data', (d) => (out += d.toString('latin1')));
@@ -48,6 +48,7 @@ function exchange(bytes, ms = 1500) {
     });
     s.on('error', () => undefined);
     s.write(bytes);
+    if (halfClose) s.end();
     const timer = setTimeout(() => {
       s.destroy();
       resolve({ out, closed });
@@ -81,6 +82,18 @@ report('pipelined: fast then fast', await exchange('GET /fast HTTP/1.1\r\nHost: 
 for (const [what, chunks] of [['a chunk extension (3;foo=bar)', '3;foo=bar\r\nabc\r\n0\r\n\r\n'], ['one on the last chunk (0;x=y)', '3\r\nabc\r\n0;x=y\r\n\r\n']]) {
   const r = await exchange(`POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}`);
   console.log(`${what}: ${statuses(r.out)}; ${/got [^\r\n]*$/m.exec(r.out)?.[0] ?? 'no body'}${r.closed ? ', closed' : ''}`);
+}
+{
+  const r = await exchange('POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n');
+  console.log(`a chunked body with a trailer field: ${statuses(r.out)}; ${/got [^\r\n]*$/m.exec(r.out)?.[0] ?? 'no body'}${r.closed ? ', closed' : ''}`);
+}
+for (const cl of ['abc', '+3', '-1', '0x3', '3, 3', '99999999999999999999']) {
+  const r = await exchange(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: ${cl}\r\n\r\nabc`);
+  console.log(`Content-Length: ${cl}: ${statuses(r.out)}; ${/got [^\r\n]*$/m.exec(r.out)?.[0] ?? 'no body'}${r.closed ? ', closed' : ''}`);
+}
+for (const [what, req] of [['POST', 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc'], ['GET', 'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n']]) {
+  const r = await exchange(req, 1500, true);
+  console.log(`a whole ${what} then a half-close (FIN): ${statuses(r.out)}`);
 }
 {
   const r = await exchange(Buffer.from('GET /hdr HTTP/1.1\r\nHost: x\r\nx-v: café\r\n\r\n', 'utf8'));
